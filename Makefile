@@ -1,0 +1,31 @@
+# ilnrun — the two commands a newcomer needs: `make reproduce-figure1` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: install test lint reproduce-figure1 bench clean
+
+install: $(STAMP)
+
+# Re-install only when the package metadata changes (editable install: code edits need nothing).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+test: install
+	MPLBACKEND=Agg $(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+reproduce-figure1: install
+	$(BIN)/ilnrun run configs/figure1.yaml --jobs $(JOBS)
+	MPLBACKEND=Agg $(BIN)/ilnrun plot results/figure1
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

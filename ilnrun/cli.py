@@ -1,0 +1,199 @@
+"""Command line (DESIGN §7): ``ilnrun run | plot | validate | list``.
+
+Exit status: 0 on success, 2 on a bad config or bad arguments (the message names the key path; no
+traceback), 1 on any other failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import config as C
+
+
+def _fail(lines: list[str] | str, code: int = 2) -> None:
+    for line in [lines] if isinstance(lines, str) else lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(code)
+
+
+def _load(path: str) -> dict:
+    try:
+        return C.load(path)
+    except C.ConfigError as exc:
+        _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
+        raise SystemExit(2) from None  # not reached: _fail exits
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ilnrun")
+def main() -> None:
+    """ilnrun — reproduce and extend the comparison of "Learning Infinite Layer Networks Without
+    the Kernel Trick" (Livni, Carmon, Globerson): Shrinking Gradient, Doubly SGD and Fixed-Random
+    under matched feature budgets, with an exact-kernel oracle.
+
+    \b
+    Typical use:
+      ilnrun validate configs/figure1.yaml   # check a config, count its cells
+      ilnrun run configs/figure1.yaml --jobs 2
+      ilnrun plot results/figure1
+    """
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results directory (default: results/<name>).",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel workers.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["loky", "dask"]),
+    default="loky",
+    show_default=True,
+    help="joblib backend.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="dask scheduler address (with --backend dask); a local cluster if omitted.",
+)
+@click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+def run(
+    config_path: str,
+    out: str | None,
+    jobs: int,
+    backend: str,
+    scheduler: str | None,
+    fresh: bool,
+    quiet: bool,
+) -> None:
+    """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
+    and meta.json. A directory holding the same config is resumed; finished cells are kept."""
+    from .experiment import RunDirError
+    from .experiment import run as run_experiment
+
+    cfg = _load(config_path)
+    if scheduler and backend != "dask":
+        _fail("--scheduler needs --backend dask")
+    out_dir = Path(out) if out else Path("results") / cfg["name"]
+    try:
+        if backend == "dask":
+            from .distributed import dask_client
+
+            with dask_client(scheduler, jobs):
+                summary = run_experiment(
+                    cfg, out_dir, jobs=jobs, backend="dask", fresh=fresh, quiet=quiet
+                )
+        else:
+            summary = run_experiment(
+                cfg, out_dir, jobs=jobs, backend=backend, fresh=fresh, quiet=quiet
+            )
+    except RunDirError as exc:
+        _fail(str(exc))
+    if not quiet:
+        div = ", ".join(f"{m}: {n}" for m, n in summary["diverged"].items())
+        click.echo(
+            f"done: {summary['cells']} cells ({summary['resumed']} resumed); "
+            f"diverged cells per learner: {div}; results in {out_dir}",
+            err=True,
+        )
+
+
+@main.command()
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--format",
+    "formats",
+    default="png,pdf",
+    show_default=True,
+    help="Comma-separated figure formats.",
+)
+def plot(results_dir: str, formats: str) -> None:
+    """Figures from a results directory: figure1 (test loss against the dataset axis with 95%
+    bands, oracle dashed), learning curves, and a budget sweep when there are several budgets."""
+    from .plots import plot_results
+
+    fmts = [f.strip() for f in formats.split(",") if f.strip()]
+    bad = [f for f in fmts if f not in ("png", "pdf", "svg")]
+    if bad or not fmts:
+        _fail(f"--format: unsupported format(s) {bad or formats!r}; use png, pdf or svg")
+    d = Path(results_dir)
+    if not (d / "summary.csv").exists():
+        _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
+    for p in plot_results(d, fmts):
+        click.echo(str(p))
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
+def validate(config_path: str) -> None:
+    """Check CONFIG.yaml; print the resolved config, the derived budgets and the cell count."""
+    from .budget import derive
+    from .learners import LEARNERS
+
+    cfg = _load(config_path)
+    click.echo(C.dump(cfg).rstrip())
+    click.echo("# derived budgets (per T and dsgd_k):")
+    Ts = cfg["dataset"]["T"] if isinstance(cfg["dataset"]["T"], list) else [cfg["dataset"]["T"]]
+    ks = cfg["budget"]["dsgd_k"]
+    for T in Ts:
+        for k in ks if isinstance(ks, list) else [ks]:
+            b = derive(cfg["budget"]["match"], k, T)
+            sizes = ", ".join(
+                f"{LEARNERS[m].budget_param}={getattr(b, LEARNERS[m].budget_param)} ({m})"
+                for m in cfg["methods"]
+                if LEARNERS[m].budget_param
+            )
+            click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
+    n = len(C.cells(cfg))
+    click.echo(f"# cells: {n}")
+
+
+@main.command(name="list")
+def list_() -> None:
+    """Learners, feature maps and datasets, with their parameters and defaults."""
+    from .learners import LEARNERS
+
+    click.echo("learners (methods.<name>; a list is a grid searched on validation loss):")
+    for name, info in LEARNERS.items():
+        size = f"; budget size {info.budget_param}" if info.budget_param else "; no budget"
+        click.echo(f"  {name}: {info.summary}{size}")
+        for p in C.METHOD_PARAMS[name]:
+            click.echo(f"      {p.describe()}")
+    click.echo("feature maps (feature_map.kind):")
+    for name, params in C.FEATURE_MAP_PARAMS.items():
+        kern = "closed-form kernel" if C.HAS_KERNEL[name] else "no closed-form kernel"
+        click.echo(f"  {name} ({kern})")
+        for p in params:
+            click.echo(f"      {p.describe()}")
+    click.echo("datasets (dataset.kind; a list under dataset is an axis of the experiment):")
+    for name, params in C.DATASET_PARAMS.items():
+        click.echo(f"  {name}")
+        for p in params:
+            click.echo(f"      {p.describe()}")
+    click.echo("budget:")
+    for p in C.BUDGET_PARAMS:
+        click.echo(f"      {p.describe()}")
+    click.echo("evaluation:")
+    for p in C.EVALUATION_PARAMS:
+        click.echo(f"      {p.describe()}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

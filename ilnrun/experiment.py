@@ -1,0 +1,173 @@
+"""``ilnrun run``: a results directory, resumed or fresh, filled with every cell of a config.
+
+Results are never overwritten silently: a directory holding the same resolved config is resumed
+(finished cells are skipped); a different config is refused unless ``--fresh`` is given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from . import config as C
+from .results import CELL_LOG, CellLog, build_tables, write_atomic, write_tables
+from .runner import Progress, execute
+
+OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
+FIGURE_PREFIXES = ("figure1", "curves", "budget_sweep")
+
+
+def dataset_keys(cfg: dict) -> list[str]:
+    """The dataset parameters that identify a dataset setting (columns of the tables)."""
+    return [k for k in cfg["dataset"] if k != "kind"]
+
+
+class RunDirError(Exception):
+    """The results directory cannot be used as asked (exit status 2)."""
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out[prefix] = d
+    return out
+
+
+def config_diff(old: dict, new: dict) -> list[str]:
+    """Human-readable differences between two resolved configs, by key path."""
+    a, b = _flatten(old), _flatten(new)
+    lines = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key, "<absent>") != b.get(key, "<absent>"):
+            lines.append(
+                f"  {key}: {a.get(key, '<absent>')!r} in the results, "
+                f"{b.get(key, '<absent>')!r} in the config"
+            )
+    return lines
+
+
+def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
+    """Create or check ``out``; return True when resuming earlier work."""
+    if not out.exists():
+        out.mkdir(parents=True)
+        return False
+    if not out.is_dir():
+        raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
+    existing = [p for p in out.iterdir() if not p.name.startswith(".")]
+    if not existing:
+        return False
+    cfg_path = out / "config.yaml"
+    if not cfg_path.exists():
+        raise RunDirError(
+            f"output directory {str(out)!r} is not empty and holds no ilnrun "
+            f"config.yaml; choose another --out"
+        )
+    if fresh:
+        for p in existing:
+            if p.name in OUTPUTS or (
+                p.suffix in (".png", ".pdf") and p.name.startswith(FIGURE_PREFIXES)
+            ):
+                p.unlink()
+        return False
+    old = yaml.safe_load(cfg_path.read_text())
+    if old != cfg:
+        diff = "\n".join(config_diff(old or {}, cfg))
+        raise RunDirError(
+            f"{out} holds results of a different config:\n{diff}\n"
+            f"Use --fresh to discard them and start over, or --out to write "
+            f"elsewhere."
+        )
+    return True
+
+
+def _git_commit() -> str | None:
+    try:
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).parent,
+                timeout=10,
+            ).stdout.strip()
+            or None
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in ("ilnrun", "numpy", "pandas", "joblib", "click", "pyyaml", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def run(
+    cfg: dict,
+    out: Path,
+    *,
+    jobs: int = 1,
+    backend: str = "loky",
+    fresh: bool = False,
+    quiet: bool = False,
+) -> dict:
+    """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
+    summary (cells run, resumed, diverged per learner)."""
+    resumed = prepare_dir(out, cfg, fresh)
+    write_atomic(out / "config.yaml", C.dump(cfg))
+    all_cells = C.cells(cfg)
+    order = {c.id: c.index for c in all_cells}
+    log = CellLog(out)
+    done = {k: v for k, v in log.read().items() if k in order}
+    pending = [c for c in all_cells if c.id not in done]
+    meta = {
+        "command": " ".join(sys.argv),
+        "start": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "end": None,
+        "cells": len(all_cells),
+        "cells_resumed": len(done),
+        "jobs": jobs,
+        "backend": backend,
+        "git_commit": _git_commit(),
+        "versions": _versions(),
+        "platform": platform.platform(),
+    }
+    meta_path = out / "meta.json"
+    if resumed and meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        meta["first_start"] = old.get("first_start", old.get("start"))
+    write_atomic(meta_path, json.dumps(meta, indent=2))
+    if not quiet:
+        print(
+            f"{cfg['name']}: {len(all_cells)} cells, {len(done)} already done"
+            f"{' (resuming)' if resumed else ''}, writing to {out}",
+            file=sys.stderr,
+        )
+    progress = Progress(len(all_cells), len(done), quiet)
+
+    def on_record(rec: dict) -> None:
+        log.append(rec)
+        done[rec["id"]] = rec
+        progress.update()
+
+    execute(cfg, pending, jobs, backend, on_record)
+    runs, summary, curves = build_tables(list(done.values()), order, dataset_keys(cfg))
+    write_tables(out, runs, summary, curves)
+    meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    write_atomic(meta_path, json.dumps(meta, indent=2))
+    diverged = runs.groupby("method")["diverged"].sum().astype(int).to_dict()
+    return {"cells": len(all_cells), "resumed": meta["cells_resumed"], "diverged": diverged}

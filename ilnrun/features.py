@@ -1,0 +1,171 @@
+"""Feature maps: a distribution ``mu`` over parameters ``w`` and a function ``psi(x; w)``.
+
+The kernel of a feature map is ``k(x, x') = E_{w~mu}[psi(x; w) psi(x'; w)]`` (DESIGN §1; ILN paper
+Section 2, Eq. 1-2). Learners may only *sample* ``w`` and *evaluate* ``psi``; the closed-form kernel
+is used only by the kernel-OGD oracle and by exact evaluation of a learned predictor.
+
+Parameters ``W`` for ``n`` draws are an ndarray whose first axis has length ``n``:
+``coordinate`` -> int indices ``(n,)``; ``relu`` -> ``(n, d)``; ``fourier`` -> ``(n, d + 1)`` with
+the phase ``b`` in the last column.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+SQRT2 = math.sqrt(2.0)
+
+
+class FeatureMap(ABC):
+    """A random-feature map ``(mu, psi)`` over inputs in ``R^d``."""
+
+    name: str = ""
+    has_kernel: bool = True
+
+    def __init__(self, d: int) -> None:
+        self.d = int(d)
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Draw ``n`` iid parameters ``w ~ mu``."""
+
+    @abstractmethod
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Paired evaluation ``v[j] = psi(X[rows[j]]; W[j])`` (shape ``(len(W),)``)."""
+
+    def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """``v[j] = psi(x; W[j])`` for one input ``x`` (shape ``(len(W),)``)."""
+        return self.matrix(x[None, :], W)[0]
+
+    @abstractmethod
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """``Psi[a, j] = psi(X[a]; W[j])`` (shape ``(len(X), len(W))``)."""
+
+    def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        """Closed-form ``K[a, b] = k(X1[a], X2[b])``; raises if the map has none."""
+        raise NotImplementedError(f"feature map {self.name!r} has no closed-form kernel")
+
+    def describe(self) -> dict:
+        """Parameters that define this map (written to the resolved config / report)."""
+        return {"kind": self.name}
+
+
+class Coordinate(FeatureMap):
+    """Coordinate sampling (ILN paper Section 6): ``w ~ Uniform{0..D-1}``, ``psi(x; w) = x[w]``.
+
+    Kernel: ``k(x, x') = (1/D) sum_w x[w] x'[w] = x . x' / D``.
+    """
+
+    name = "coordinate"
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(0, self.d, size=n)
+
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return X[rows, W]
+
+    def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return x[W]
+
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return X[:, W]
+
+    def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        return (X1 @ X2.T) / self.d
+
+
+class ReLU(FeatureMap):
+    """An infinite layer of ReLU units: ``w ~ N(0, I_d)``, ``psi(x; w) = sqrt(2) max(0, w . x)``.
+
+    Kernel (arc-cosine kernel of order 1, Cho & Saul 2009):
+    ``k(x, x') = |x||x'| (sin t + (pi - t) cos t) / pi`` with ``t`` the angle between x and x'.
+    """
+
+    name = "relu"
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal((n, self.d))
+
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.maximum(np.einsum("ij,ij->i", X[rows], W), 0.0)
+
+    def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.maximum(W @ x, 0.0)
+
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.maximum(X @ W.T, 0.0)
+
+    def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        n1 = np.linalg.norm(X1, axis=1)[:, None]
+        n2 = np.linalg.norm(X2, axis=1)[None, :]
+        norms = n1 * n2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = np.where(norms > 0, (X1 @ X2.T) / norms, 1.0)
+        theta = np.arccos(np.clip(cos, -1.0, 1.0))
+        return norms * (np.sin(theta) + (np.pi - theta) * np.cos(theta)) / np.pi
+
+
+class Fourier(FeatureMap):
+    """Random Fourier features (Rahimi & Recht 2007) for the Gaussian RBF kernel.
+
+    ``w ~ N(0, sigma^-2 I_d)``, ``b ~ U[0, 2 pi)``, ``psi(x; w, b) = sqrt(2) cos(w . x + b)``;
+    kernel ``k(x, x') = exp(-|x - x'|^2 / (2 sigma^2))``.
+    """
+
+    name = "fourier"
+
+    def __init__(self, d: int, sigma: float, rule: str = "given") -> None:
+        super().__init__(d)
+        self.sigma = float(sigma)
+        self.sigma_rule = rule
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        W = np.empty((n, self.d + 1))
+        W[:, : self.d] = rng.standard_normal((n, self.d)) / self.sigma
+        W[:, self.d] = rng.uniform(0.0, 2.0 * np.pi, size=n)
+        return W
+
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.cos(np.einsum("ij,ij->i", X[rows], W[:, :-1]) + W[:, -1])
+
+    def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.cos(W[:, :-1] @ x + W[:, -1])
+
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return SQRT2 * np.cos(X @ W[:, :-1].T + W[:, -1])
+
+    def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        sq = np.sum(X1**2, axis=1)[:, None] + np.sum(X2**2, axis=1)[None, :] - 2.0 * (X1 @ X2.T)
+        return np.exp(-np.maximum(sq, 0.0) / (2.0 * self.sigma**2))
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "sigma": self.sigma, "sigma_rule": self.sigma_rule}
+
+
+def median_distance(X: np.ndarray, max_points: int = 1000) -> float:
+    """Median heuristic: the median pairwise Euclidean distance among (the first
+    ``max_points``) rows of ``X``; deterministic given ``X``."""
+    Z = X[:max_points]
+    sq = np.sum(Z**2, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T), 0.0)
+    iu = np.triu_indices(len(Z), k=1)
+    return float(np.sqrt(np.median(d2[iu])))
+
+
+def build_feature_map(spec: dict, X_train: np.ndarray) -> FeatureMap:
+    """Instantiate the feature map described by a resolved ``feature_map`` config section."""
+    kind = spec["kind"]
+    d = X_train.shape[1]
+    if kind == "coordinate":
+        return Coordinate(d)
+    if kind == "relu":
+        return ReLU(d)
+    if kind == "fourier":
+        sigma = spec.get("sigma", "median")
+        if sigma == "median":
+            return Fourier(d, median_distance(X_train), rule="median")
+        return Fourier(d, float(sigma), rule="given")
+    raise ValueError(f"unknown feature map {kind!r}")

@@ -1,0 +1,120 @@
+"""What every learner returns, and the two kinds of learned predictor.
+
+A learner is a function ``fit(X, y, fmap, rng, **hyper) -> FitResult`` that makes one online pass
+over ``(X, y)`` in order, predicting ``yhat_t`` before it sees ``y_t`` (DESIGN §2), and counts its
+own feature evaluations and draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..features import FeatureMap
+
+# A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
+# pass and marks the cell ``diverged``.
+DIVERGENCE_BOUND = 1e6
+
+
+def is_divergent(yhat: float) -> bool:
+    """True when a prediction is non-finite or exceeds ``DIVERGENCE_BOUND`` in magnitude."""
+    return not (abs(yhat) <= DIVERGENCE_BOUND)  # also True for nan
+
+
+@dataclass
+class KernelExpansion:
+    """``f(x) = sum_i alpha_i k(x_i, x)`` over the stored training inputs (``f = sum alpha_i
+    Phi(x_i)``, ILN paper Algorithm 1)."""
+
+    alpha: np.ndarray
+
+    def predict_exact(self, K_eval_train: np.ndarray) -> np.ndarray:
+        """Exact ``f(x) = K(x, X_train) alpha`` given the precomputed kernel block."""
+        return K_eval_train[:, : len(self.alpha)] @ self.alpha
+
+    def exact_evals_per_point(self) -> int:
+        return int(np.count_nonzero(self.alpha))
+
+    def predict_estimated(
+        self,
+        X_train: np.ndarray,
+        X_eval: np.ndarray,
+        fmap: FeatureMap,
+        m: int,
+        rng: np.random.Generator,
+        chunk_pairs: int = 1 << 20,
+    ) -> np.ndarray:
+        """ILN paper Algorithm 2 (EST_SCALAR_PROD) with ``m`` samples for every row of ``X_eval``:
+        ``E = |alpha|_1 / m * sum_k sgn(alpha_i) psi(x_i; w_k) psi(x; w_k)``,
+        ``i ~ |alpha_i| / |alpha|_1``, ``w_k ~ mu``; ``E = 0`` when ``alpha = 0``.
+        Uses ``2 m`` evaluations a point."""
+        n = len(X_eval)
+        absa = np.abs(self.alpha)
+        cum = np.cumsum(absa)
+        total = float(cum[-1]) if len(cum) else 0.0
+        out = np.zeros(n)
+        if total == 0.0:
+            return out
+        sgn = np.sign(self.alpha)
+        rows_per_chunk = max(1, chunk_pairs // m)
+        for a in range(0, n, rows_per_chunk):
+            b = min(n, a + rows_per_chunk)
+            size = (b - a) * m
+            idx = np.minimum(
+                np.searchsorted(cum, rng.random(size) * total, side="right"), len(cum) - 1
+            )
+            W = fmap.sample(rng, size)
+            pts = np.repeat(np.arange(a, b), m)
+            prod = sgn[idx] * fmap.pairs(X_train, idx, W) * fmap.pairs(X_eval, pts, W)
+            out[a:b] = total * prod.reshape(b - a, m).mean(axis=1)
+        return out
+
+
+@dataclass
+class FeatureExpansion:
+    """``f(x) = sum_j c_j psi(x; w_j)`` over stored feature parameters (Dai et al. Algorithm 2;
+    Fixed-Random's ``beta . z(x)`` with ``c = beta / sqrt(r)``)."""
+
+    W: np.ndarray
+    coef: np.ndarray
+    fmap: FeatureMap
+
+    def predict(self, X: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+        n_feat = max(1, len(self.W))
+        rows = max(1, chunk // n_feat)
+        return (
+            np.concatenate(
+                [
+                    self.fmap.matrix(X[a : a + rows], self.W) @ self.coef
+                    for a in range(0, len(X), rows)
+                ]
+            )
+            if len(X)
+            else np.zeros(0)
+        )
+
+    def evals_per_point(self) -> int:
+        return len(self.W)
+
+
+@dataclass
+class FitResult:
+    """One learner's online pass.
+
+    ``losses[t] = 0.5 (yhat_t - y_t)^2`` for the rounds played (shorter than ``T`` if the pass
+    stopped on divergence); ``counters`` holds ``train_evals``, ``features_sampled``,
+    ``kernel_evals`` and ``shrinks`` counted inside the learner's loop.
+    """
+
+    predictor: KernelExpansion | FeatureExpansion
+    losses: np.ndarray
+    counters: dict[str, int]
+    diverged: bool = False
+    averaged: KernelExpansion | None = None
+    extras: dict = field(default_factory=dict)
+
+
+def new_counters() -> dict[str, int]:
+    return {"train_evals": 0, "features_sampled": 0, "kernel_evals": 0, "shrinks": 0}

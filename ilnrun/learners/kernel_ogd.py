@@ -1,0 +1,54 @@
+"""Kernel online gradient descent — the exact-kernel oracle (DESIGN §2.4; Zinkevich 2003).
+
+The "kernel trick" reference of the ILN paper: the same online gradient descent as Shrinking
+Gradient, with exact kernel values and no budget:
+
+    yhat_t  = sum_{i<t} alpha_i k(x_i, x_t)
+    alpha_t = eta_t (y_t - yhat_t)
+
+Only for feature maps with a closed-form kernel. It evaluates no random feature; it counts the
+kernel values it uses (``kernel_evals``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..features import FeatureMap
+from ..schedules import step_sizes
+from .base import FitResult, KernelExpansion, is_divergent, new_counters
+
+BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
+
+
+def fit(
+    X: np.ndarray,
+    y: np.ndarray,
+    fmap: FeatureMap,
+    rng: np.random.Generator,
+    *,
+    eta: float,
+    schedule: str = "constant",
+    decay: float | None = None,
+) -> FitResult:
+    """One online pass of kernel OGD on the squared loss."""
+    T = len(y)
+    etas = step_sizes(schedule, eta, T, decay)
+    alpha = np.zeros(T)
+    losses = np.empty(T)
+    counters = new_counters()
+    diverged = False
+    K = None
+    for t in range(T):
+        if t % BLOCK == 0:
+            K = fmap.kernel(X[t : t + BLOCK], X[: t + BLOCK])
+        k_t = K[t % BLOCK, :t]
+        counters["kernel_evals"] += k_t.size
+        yhat = float(k_t @ alpha[:t])
+        losses[t] = 0.5 * (yhat - y[t]) ** 2
+        if is_divergent(yhat):
+            diverged = True
+            losses = losses[: t + 1]
+            break
+        alpha[t] = etas[t] * (y[t] - yhat)
+    return FitResult(KernelExpansion(alpha[: len(losses)]), losses, counters, diverged)

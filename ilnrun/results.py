@@ -1,0 +1,224 @@
+"""Results on disk (DESIGN §6): the cell log, ``runs.csv``, ``summary.csv``, ``curves.csv``.
+
+- ``cells.jsonl`` holds one JSON record per finished cell, appended with a single ``write`` the
+  moment the cell finishes; a line cut short by a kill is ignored on reading, so an interrupted run
+  loses only cells in flight.
+- The CSVs are derived from the cell log and written atomically (temporary file + rename).
+- Selection (DESIGN §4): for every (method, dataset setting, budget) the hyperparameter setting with
+  the lowest mean validation loss over repetitions is selected; settings with a diverged
+  repetition are skipped; every grid point stays in ``runs.csv`` (column ``selected``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CELL_LOG = "cells.jsonl"
+METRICS = (
+    "test_loss",
+    "online_loss",
+    "val_loss",
+    "test_loss_avg",
+    "test_loss_estimated",
+    "test_nmse",
+)
+
+INT_COLUMNS = ("dsgd_k", "budget_target", "m", "k", "r")
+
+# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30.
+_T975 = (
+    12.7062,
+    4.3027,
+    3.1824,
+    2.7764,
+    2.5706,
+    2.4469,
+    2.3646,
+    2.3060,
+    2.2622,
+    2.2281,
+    2.2010,
+    2.1788,
+    2.1604,
+    2.1448,
+    2.1314,
+    2.1199,
+    2.1098,
+    2.1009,
+    2.0930,
+    2.0860,
+    2.0796,
+    2.0739,
+    2.0687,
+    2.0639,
+    2.0595,
+    2.0555,
+    2.0518,
+    2.0484,
+    2.0452,
+    2.0423,
+)
+
+
+def t975(df: int) -> float:
+    """Student-t 0.975 quantile: a table for ``df <= 30``, else the Cornish-Fisher expansion
+    ``z + (z^3+z)/(4 df) + (5z^5+16z^3+3z)/(96 df^2)`` (error < 1e-4 there)."""
+    if df < 1:
+        return math.nan
+    if df <= 30:
+        return _T975[df - 1]
+    z = 1.959963984540054
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class CellLog:
+    """Append-only log of finished cells (``cells.jsonl``)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / CELL_LOG
+
+    def read(self) -> dict[str, dict]:
+        """Records by cell id; a partial last line (killed mid-write) is ignored."""
+        out: dict[str, dict] = {}
+        if not self.path.exists():
+            return out
+        with open(self.path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.endswith("\n"):
+                    break
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                out[rec["id"]] = rec
+        return out
+
+    def append(self, record: dict) -> None:
+        line = (json.dumps(record, allow_nan=True) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def group_columns(runs: pd.DataFrame, dataset_keys: list[str]) -> list[str]:
+    """A (method, dataset setting, budget) group."""
+    return ["method", *dataset_keys, "dsgd_k"]
+
+
+def select(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
+    """Add the boolean column ``selected`` (DESIGN §4 selection on mean validation loss)."""
+    runs = runs.copy()
+    runs["selected"] = False
+    for _, g in runs.groupby(group_columns(runs, dataset_keys), dropna=False, sort=False):
+        per = g.groupby("setting", sort=False).agg(
+            val=("val_loss", "mean"), div=("diverged", "any"), first=("cell_index", "min")
+        )
+        ok = per[~per["div"] & np.isfinite(per["val"])]
+        if ok.empty:
+            continue
+        best = ok.sort_values(["val", "first"]).index[0]
+        runs.loc[g.index[g["setting"] == best], "selected"] = True
+    return runs
+
+
+def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
+    """One row per (method, dataset setting, budget): the selected setting and, for each metric,
+    mean, std, the 95% t-interval half-width ``t_{0.975,n-1} std / sqrt(n)``, and ``n``."""
+    rows = []
+    keys = group_columns(runs, dataset_keys)
+    for gkey, g in runs.groupby(keys, dropna=False, sort=False):
+        row = dict(zip(keys, gkey, strict=True))
+        row["settings"] = g["setting"].nunique()
+        row["diverged_cells"] = int(g["diverged"].sum())
+        row["diverged_settings"] = int(g.groupby("setting")["diverged"].any().sum())
+        sel = g[g["selected"]]
+        if sel.empty:
+            row.update(setting=None, n=0)
+            rows.append(row)
+            continue
+        first = sel.iloc[0]
+        for c in (
+            "setting",
+            "eta",
+            "schedule",
+            "decay",
+            "B",
+            "sampler",
+            "nu",
+            "lam",
+            "budget_match",
+            "budget_target",
+            "m",
+            "k",
+            "r",
+        ):
+            row[c] = first[c]
+        row["n"] = len(sel)
+        for c in ("train_evals", "features_sampled", "shrinks", "test_evals", "wall_s"):
+            row[f"{c}_mean"] = float(sel[c].mean())
+        for metric in METRICS:
+            v = sel[metric].to_numpy(dtype=float)
+            v = v[~np.isnan(v)]
+            n = len(v)
+            mean = float(v.mean()) if n else math.nan
+            std = float(v.std(ddof=1)) if n > 1 else math.nan
+            row[f"{metric}_mean"] = mean
+            row[f"{metric}_std"] = std
+            row[f"{metric}_ci95"] = t975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for col in INT_COLUMNS:
+        if col in out:
+            out[col] = out[col].astype("Int64")
+    return out
+
+
+def build_tables(
+    records: list[dict], order: dict[str, int], dataset_keys: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``runs``, ``summary`` and ``curves`` tables from cell records, in cell order."""
+    recs = sorted(records, key=lambda r: order[r["id"]])
+    runs = pd.DataFrame([{**r["row"], "cell_index": order[r["id"]]} for r in recs])
+    for col in INT_COLUMNS:  # integers that are missing for some learners (e.g. kernel_ogd)
+        if col in runs:
+            runs[col] = runs[col].astype("Int64")
+    runs = select(runs, dataset_keys)
+    summary = summarize(runs, dataset_keys)
+    sel_ids = set(runs.loc[runs["selected"], "cell_id"])
+    id_cols = ["method", *dataset_keys, "dsgd_k", "repetition", "setting"]
+    parts = []
+    for r in recs:
+        if r["id"] not in sel_ids:
+            continue
+        c = pd.DataFrame(r["curve"])
+        for col in reversed(id_cols):
+            c.insert(0, col, r["row"][col])
+        parts.append(c)
+    curves = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
+    )
+    return runs.drop(columns=["cell_index"]), summary, curves
+
+
+def write_tables(
+    directory: Path, runs: pd.DataFrame, summary: pd.DataFrame, curves: pd.DataFrame
+) -> None:
+    for name, df in (("runs.csv", runs), ("summary.csv", summary), ("curves.csv", curves)):
+        write_atomic(Path(directory) / name, df.to_csv(index=False))

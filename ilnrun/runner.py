@@ -1,0 +1,235 @@
+"""Cells, seeds and parallel execution (DESIGN §4, §6).
+
+- Seeds: one root seed per experiment. A dataset instance is drawn from
+  ``SeedSequence(seed, spawn_key=H(dataset setting, repetition))`` — every learner and every
+  hyperparameter setting of a repetition sees the same data — and each cell's learner from
+  ``SeedSequence(seed, spawn_key=H(cell))``, where ``H`` is a SHA-256 of the cell's canonical JSON.
+  Nothing depends on the number of workers, the backend or the order in which cells run.
+- Execution: cells go through joblib (``loky`` processes, or dask through joblib's dask backend);
+  each worker caches the last few dataset instances (and their kernel blocks), and cells sharing an
+  instance are dispatched consecutively.
+- Every finished cell is appended to ``cells.jsonl`` by the parent the moment it arrives
+  (:mod:`ilnrun.results`), so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from time import perf_counter
+
+import numpy as np
+
+from .budget import derive
+from .config import Cell, digest
+from .data import Dataset, build_dataset
+from .features import FeatureMap, build_feature_map
+from .learners import LEARNERS
+from .learners.base import FeatureExpansion, FitResult, KernelExpansion
+
+HYPER_COLUMNS = ("eta", "schedule", "decay", "B", "sampler", "nu", "lam")
+
+
+def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
+    """``SeedSequence(root, spawn_key=H(key))`` with ``H`` the first 128 bits of SHA-256."""
+    h = digest(key)
+    return np.random.SeedSequence(
+        root, spawn_key=tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
+    )
+
+
+@dataclass
+class Instance:
+    """A dataset instance, its feature map and cached kernel blocks ``k(X_split, X_train)``."""
+
+    data: Dataset
+    fmap: FeatureMap
+    kernels: dict = field(default_factory=dict)
+
+    def kernel_to_train(self, split: str) -> np.ndarray:
+        if split not in self.kernels:
+            X, _ = self.data.split(split)
+            self.kernels[split] = self.fmap.kernel(X, self.data.X_train)
+        return self.kernels[split]
+
+
+_CACHE: OrderedDict[str, Instance] = OrderedDict()
+_CACHE_SIZE = 2
+
+
+def instance(cfg: dict, cell: Cell) -> Instance:
+    """The dataset instance of ``cell`` (built once per worker, then cached)."""
+    key = digest({"seed": cfg["seed"], "fmap": cfg["feature_map"], **cell.data_key})
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    rng = np.random.default_rng(seed_sequence(cfg["seed"], cell.data_key))
+    data = build_dataset(cell.data, rng)
+    inst = Instance(data, build_feature_map(cfg["feature_map"], data.X_train))
+    _CACHE[key] = inst
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return inst
+
+
+def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
+    return float(0.5 * np.mean((pred - y) ** 2))
+
+
+def evaluate(res: FitResult, inst: Instance, m_test: int, rng: np.random.Generator) -> dict:
+    """Validation and test losses of a learned predictor (DESIGN §4).
+
+    Kernel expansions (Shrinking Gradient, kernel OGD) are evaluated exactly with the closed-form
+    kernel when the map has one (``eval_mode = exact``), else with ``m_test`` Algorithm-2 samples;
+    Shrinking Gradient also gets ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what
+    a user without the kernel gets) and ``test_loss_avg`` (the averaged predictor, Corollary 1).
+    Feature expansions (Doubly SGD, Fixed-Random) are evaluated exactly on their own features.
+    """
+    out = {
+        k: math.nan
+        for k in ("val_loss", "test_loss", "test_loss_avg", "test_loss_estimated", "test_nmse")
+    }
+    out.update(test_evals=0, eval_mode="exact")
+    d, fmap = inst.data, inst.fmap
+    if res.diverged:
+        out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
+        return out
+    p = res.predictor
+    if isinstance(p, FeatureExpansion):
+        val, test = p.predict(d.X_val), p.predict(d.X_test)
+        out["test_evals"] = p.evals_per_point()
+    else:
+        assert isinstance(p, KernelExpansion)
+        if fmap.has_kernel:
+            val = p.predict_exact(inst.kernel_to_train("val"))
+            test = p.predict_exact(inst.kernel_to_train("test"))
+            if res.averaged is not None:
+                out["test_loss_avg"] = _half_sq(
+                    res.averaged.predict_exact(inst.kernel_to_train("test")), d.y_test
+                )
+            out["test_evals"] = p.exact_evals_per_point()
+        else:
+            out["eval_mode"] = "estimated"
+            val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
+            test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
+            out["test_evals"] = 2 * m_test
+        if res.averaged is not None:  # Shrinking Gradient: what Algorithm 2 at test time gives
+            est = (
+                test
+                if out["eval_mode"] == "estimated"
+                else p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
+            )
+            out["test_loss_estimated"] = _half_sq(est, d.y_test)
+    out["val_loss"] = _half_sq(val, d.y_val)
+    out["test_loss"] = _half_sq(test, d.y_test)
+    out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
+    return out
+
+
+def curve_points(T: int, n: int) -> np.ndarray:
+    """Rounds (1-based) at which a learning curve is kept: ``n`` evenly spaced, always ``T``."""
+    return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
+
+
+def run_cell(cfg: dict, cell: Cell) -> dict:
+    """Run one cell: build (or reuse) its data, fit its learner, evaluate; return a record."""
+    inst = instance(cfg, cell)
+    info = LEARNERS[cell.method]
+    T = len(inst.data.y_train)
+    hyper = dict(cell.hyper)
+    budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
+    if budget is not None:
+        hyper[info.budget_param] = getattr(budget, info.budget_param)
+    fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
+    t0 = perf_counter()
+    res = info.fit(
+        inst.data.X_train, inst.data.y_train, inst.fmap, np.random.default_rng(fit_ss), **hyper
+    )
+    wall = perf_counter() - t0
+    ev = evaluate(res, inst, cfg["evaluation"]["m_test"], np.random.default_rng(eval_ss))
+
+    row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
+    row.update({k: v for k, v in cell.data.items() if k != "kind"})
+    row.update(
+        repetition=cell.rep,
+        seed=cfg["seed"],
+        setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
+    )
+    row.update({k: cell.hyper.get(k) for k in HYPER_COLUMNS})
+    row.update(
+        dsgd_k=cell.dsgd_k,
+        budget_match=cfg["budget"]["match"] if budget else None,
+        budget_target=budget.target if budget else None,
+        m=hyper.get("m"),
+        k=hyper.get("k"),
+        r=hyper.get("r"),
+    )
+    row.update(res.counters)
+    row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
+    row.update(ev)
+    row.update(diverged=bool(res.diverged), rounds=len(res.losses), wall_s=wall)
+
+    t = curve_points(T, cfg["evaluation"]["curve_points"])
+    t = t[t <= len(res.losses)]
+    running = np.cumsum(res.losses)[t - 1] / t
+    return {"id": cell.id, "row": row, "curve": {"t": t.tolist(), "online_loss": running.tolist()}}
+
+
+# ----------------------------------------------------------------------------------------------
+# execution
+
+
+class Progress:
+    """Cells done / total, elapsed and ETA on stderr: a live bar on a terminal, a plain line every
+    ~5% otherwise, nothing when quiet."""
+
+    def __init__(self, total: int, done: int = 0, quiet: bool = False) -> None:
+        self.total, self.done, self.quiet = total, done, quiet
+        self.start_done = done
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.next_pct = 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self.quiet or self.total == 0:
+            return
+        pct = 100 * self.done // self.total
+        if not self.tty and pct < self.next_pct and self.done < self.total:
+            return
+        self.next_pct = pct + 5
+        elapsed = time.monotonic() - self.t0
+        rate = (self.done - self.start_done) / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else math.inf
+        msg = (
+            f"{self.done}/{self.total} cells ({pct}%) elapsed {elapsed:.0f}s eta {eta:.0f}s"
+            if math.isfinite(eta)
+            else f"{self.done}/{self.total} cells"
+        )
+        if self.tty:
+            bar = "#" * (30 * self.done // self.total)
+            sys.stderr.write(f"\r[{bar:<30}] {msg}   ")
+            if self.done >= self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+
+def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
+    """Run ``pending`` cells with joblib and hand each record to ``on_record`` as it finishes."""
+    from joblib import Parallel, delayed, parallel_config
+
+    if not pending:
+        return
+    tasks = (delayed(run_cell)(cfg, c) for c in pending)
+    if jobs == 1 and backend == "loky":
+        for c in pending:
+            on_record(run_cell(cfg, c))
+        return
+    with parallel_config(backend=backend, n_jobs=jobs):
+        for rec in Parallel(return_as="generator_unordered")(tasks):
+            on_record(rec)

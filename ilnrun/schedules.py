@@ -1,0 +1,25 @@
+"""Step-size schedules ``eta_t`` for rounds ``t = 1..T`` (DESIGN §2).
+
+- ``constant``: ``eta_t = eta``
+- ``inv_sqrt``: ``eta_t = eta / sqrt(t)``
+- ``inv``:      ``eta_t = eta / (1 + decay * t)`` (the form of Dai et al.'s released code; their
+  analysis asks for ``O(1/t)``)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SCHEDULES = ("constant", "inv_sqrt", "inv")
+
+
+def step_sizes(schedule: str, eta: float, T: int, decay: float | None = None) -> np.ndarray:
+    """Return ``eta_t`` for ``t = 1..T`` as an array of length ``T``."""
+    t = np.arange(1, T + 1, dtype=float)
+    if schedule == "constant":
+        return np.full(T, float(eta))
+    if schedule == "inv_sqrt":
+        return eta / np.sqrt(t)
+    if schedule == "inv":
+        return eta / (1.0 + float(1.0 if decay is None else decay) * t)
+    raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
