@@ -4,8 +4,8 @@ Every problem is collected with its key path (``methods.shrinking_gradient.eta[2
 got -0.1``) and raised together as one :class:`ConfigError` before any cell runs.
 
 Grids: under ``dataset`` and ``budget.dsgd_k`` a list is an *axis* of the experiment (each value
-is a separate dataset setting / budget); under ``methods`` a list is a hyperparameter *grid*, searched
-and selected on validation loss.
+is a separate dataset setting / budget); under ``methods`` a list is a hyperparameter *grid*,
+searched and selected on validation loss.
 """
 
 from __future__ import annotations
