@@ -98,11 +98,23 @@ def run(
 
             with dask_client(scheduler, jobs):
                 summary = run_experiment(
-                    cfg, out_dir, jobs=jobs, backend="dask", fresh=fresh, quiet=quiet
+                    cfg,
+                    out_dir,
+                    jobs=jobs,
+                    backend="dask",
+                    fresh=fresh,
+                    quiet=quiet,
+                    config_path=config_path,
                 )
         else:
             summary = run_experiment(
-                cfg, out_dir, jobs=jobs, backend=backend, fresh=fresh, quiet=quiet
+                cfg,
+                out_dir,
+                jobs=jobs,
+                backend=backend,
+                fresh=fresh,
+                quiet=quiet,
+                config_path=config_path,
             )
     except RunDirError as exc:
         _fail(str(exc))
@@ -138,6 +150,28 @@ def plot(results_dir: str, formats: str) -> None:
         _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
     for p in plot_results(d, fmts):
         click.echo(str(p))
+
+
+@main.command()
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for REPORT.md and the figures (default: RESULTS_DIR).",
+)
+def report(results_dir: str, out: str | None) -> None:
+    """Generate REPORT.md from a results directory: setup, every choice made where the paper is
+    silent, counted budgets, figures, tables (mean ± 95% CI) and verdicts on the paper's claim."""
+    from .report import build_report
+
+    d = Path(results_dir)
+    missing = [
+        f for f in ("config.yaml", "meta.json", "runs.csv", "summary.csv") if not (d / f).exists()
+    ]
+    if missing:
+        _fail(f"{d} lacks {', '.join(missing)}; run `ilnrun run` (and `ilnrun plot`) first")
+    click.echo(str(build_report(d, Path(out) if out else d)))
 
 
 @main.command()

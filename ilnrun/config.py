@@ -153,6 +153,15 @@ EVALUATION_PARAMS = (
         listable=False,
     ),
     _p(
+        "n_test_estimated",
+        "int",
+        "all",
+        "test points (the first n of the test split) on which test_loss_estimated is computed",
+        min=1,
+        listable=False,
+        special=("all",),
+    ),
+    _p(
         "curve_points",
         "int",
         200,
@@ -163,6 +172,7 @@ EVALUATION_PARAMS = (
 )
 TOP_LEVEL = (
     "name",
+    "description",
     "seed",
     "repetitions",
     "dataset",
@@ -330,6 +340,10 @@ def resolve(raw: dict, default_name: str = "experiment") -> dict:
             ("name", f"must be a non-empty string usable as a folder name, got {name!r}")
         )
     cfg["name"] = name
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        problems.append(("description", f"must be a string, got {description!r}"))
+    cfg["description"] = description
     for key, lo, default in (("seed", 0, 0), ("repetitions", 1, 10)):
         v = raw.get(key, default)
         cfg[key] = _check_scalar(_p(key, "int", default, "", min=lo), v, key, problems)

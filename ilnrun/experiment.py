@@ -124,6 +124,7 @@ def run(
     backend: str = "loky",
     fresh: bool = False,
     quiet: bool = False,
+    config_path: str | None = None,
 ) -> dict:
     """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
     summary (cells run, resumed, diverged per learner)."""
@@ -136,6 +137,7 @@ def run(
     pending = [c for c in all_cells if c.id not in done]
     meta = {
         "command": " ".join(sys.argv),
+        "config_path": config_path,
         "start": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "end": None,
         "cells": len(all_cells),

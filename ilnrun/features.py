@@ -44,6 +44,14 @@ class FeatureMap(ABC):
     def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
         """``Psi[a, j] = psi(X[a]; W[j])`` (shape ``(len(X), len(W))``)."""
 
+    def expansion(self, X: np.ndarray, W: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """``f(X[a]) = sum_j coef[j] psi(X[a]; W[j])``, in row blocks of bounded memory."""
+        rows = max(1, (1 << 22) // max(1, len(W)))
+        out = np.empty(len(X))
+        for a in range(0, len(X), rows):
+            out[a : a + rows] = self.matrix(X[a : a + rows], W) @ coef
+        return out
+
     def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Closed-form ``K[a, b] = k(X1[a], X2[b])``; raises if the map has none."""
         raise NotImplementedError(f"feature map {self.name!r} has no closed-form kernel")
@@ -72,6 +80,10 @@ class Coordinate(FeatureMap):
 
     def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
         return X[:, W]
+
+    def expansion(self, X: np.ndarray, W: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """``sum_j coef[j] x[w_j] = x . v`` with ``v = bincount(W, coef)`` (exact)."""
+        return X @ np.bincount(W, weights=coef, minlength=self.d)
 
     def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         return (X1 @ X2.T) / self.d

@@ -27,6 +27,7 @@ METRICS = (
     "test_loss_avg",
     "test_loss_estimated",
     "test_nmse",
+    "test_loss_zero",
 )
 
 INT_COLUMNS = ("dsgd_k", "budget_target", "m", "k", "r")

@@ -79,13 +79,14 @@ def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
     return float(0.5 * np.mean((pred - y) ** 2))
 
 
-def evaluate(res: FitResult, inst: Instance, m_test: int, rng: np.random.Generator) -> dict:
+def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Generator) -> dict:
     """Validation and test losses of a learned predictor (DESIGN §4).
 
     Kernel expansions (Shrinking Gradient, kernel OGD) are evaluated exactly with the closed-form
     kernel when the map has one (``eval_mode = exact``), else with ``m_test`` Algorithm-2 samples;
     Shrinking Gradient also gets ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what
-    a user without the kernel gets) and ``test_loss_avg`` (the averaged predictor, Corollary 1).
+    a user without the kernel gets; on the first ``n_test_estimated`` test points) and
+    ``test_loss_avg`` (the averaged predictor, Corollary 1).
     Feature expansions (Doubly SGD, Fixed-Random) are evaluated exactly on their own features.
     """
     out = {
@@ -94,6 +95,9 @@ def evaluate(res: FitResult, inst: Instance, m_test: int, rng: np.random.Generat
     }
     out.update(test_evals=0, eval_mode="exact")
     d, fmap = inst.data, inst.fmap
+    m_test = evaluation["m_test"]
+    n_est = evaluation["n_test_estimated"]
+    n_est = len(d.y_test) if n_est == "all" else min(n_est, len(d.y_test))
     if res.diverged:
         out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
         return out
@@ -118,15 +122,20 @@ def evaluate(res: FitResult, inst: Instance, m_test: int, rng: np.random.Generat
             out["test_evals"] = 2 * m_test
         if res.averaged is not None:  # Shrinking Gradient: what Algorithm 2 at test time gives
             est = (
-                test
+                test[:n_est]
                 if out["eval_mode"] == "estimated"
-                else p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
+                else p.predict_estimated(d.X_train, d.X_test[:n_est], fmap, m_test, rng)
             )
-            out["test_loss_estimated"] = _half_sq(est, d.y_test)
+            out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
     out["val_loss"] = _half_sq(val, d.y_val)
     out["test_loss"] = _half_sq(test, d.y_test)
     out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
     return out
+
+
+def reference_losses(data: Dataset) -> dict:
+    """Test loss of the zero predictor, ``½ mean y²`` (the starting point of every learner)."""
+    return {"test_loss_zero": _half_sq(np.zeros_like(data.y_test), data.y_test)}
 
 
 def curve_points(T: int, n: int) -> np.ndarray:
@@ -149,7 +158,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         inst.data.X_train, inst.data.y_train, inst.fmap, np.random.default_rng(fit_ss), **hyper
     )
     wall = perf_counter() - t0
-    ev = evaluate(res, inst, cfg["evaluation"]["m_test"], np.random.default_rng(eval_ss))
+    ev = evaluate(res, inst, cfg["evaluation"], np.random.default_rng(eval_ss))
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
@@ -170,6 +179,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     row.update(res.counters)
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
+    row.update(reference_losses(inst.data))
     row.update(diverged=bool(res.diverged), rounds=len(res.losses), wall_s=wall)
 
     t = curve_points(T, cfg["evaluation"]["curve_points"])
