@@ -47,7 +47,7 @@ class Param:
     min_exclusive: bool = False
     choices: tuple | None = None
     listable: bool = True  # may be given as a list (axis or grid)
-    special: tuple = ()  # extra string values accepted for a numeric key (e.g. "median")
+    special: tuple = ()  # extra values accepted for a numeric key (e.g. "median", None)
 
     def describe(self) -> str:
         rng = ""
@@ -170,6 +170,19 @@ EVALUATION_PARAMS = (
         listable=False,
     ),
 )
+LIMITS_PARAMS = (
+    _p(
+        "cell_timeout_s",
+        "float",
+        None,
+        "wall-clock seconds a cell's training pass may take; it then stops at the next round "
+        "and is recorded timed_out (null: no limit)",
+        min=0,
+        min_exclusive=True,
+        listable=False,
+        special=(None,),
+    ),
+)
 TOP_LEVEL = (
     "name",
     "description",
@@ -180,6 +193,7 @@ TOP_LEVEL = (
     "budget",
     "evaluation",
     "methods",
+    "limits",
 )
 
 
@@ -198,7 +212,7 @@ def _type_ok(p: Param, v: Any) -> bool:
 
 
 def _check_scalar(p: Param, v: Any, path: str, problems: list) -> Any:
-    if isinstance(v, str) and v in p.special:
+    if (v is None or isinstance(v, str)) and v in p.special:
         return v
     if not _type_ok(p, v):
         want = {
@@ -208,7 +222,7 @@ def _check_scalar(p: Param, v: Any, path: str, problems: list) -> Any:
             "str": "a string",
         }[p.type]
         if p.special:
-            want += " or " + " / ".join(repr(s) for s in p.special)
+            want += " or " + " / ".join("null" if s is None else repr(s) for s in p.special)
         problems.append((path, f"must be {want}, got {v!r}"))
         return None
     if p.type == "float":
@@ -355,6 +369,7 @@ def resolve(raw: dict, default_name: str = "experiment") -> dict:
     cfg["evaluation"] = _check_section(
         raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
     )
+    cfg["limits"] = _check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
     methods = raw.get("methods")
     cfg["methods"] = {}
     if methods is None:

@@ -5,8 +5,8 @@
   loses only cells in flight.
 - The CSVs are derived from the cell log and written atomically (temporary file + rename).
 - Selection (DESIGN §4): for every (method, dataset setting, budget) the hyperparameter setting with
-  the lowest mean validation loss over repetitions is selected; settings with a diverged
-  repetition are skipped; every grid point stays in ``runs.csv`` (column ``selected``).
+  the lowest mean validation loss over repetitions is selected; settings with a diverged or
+  timed-out repetition are skipped; every grid point stays in ``runs.csv`` (column ``selected``).
 """
 
 from __future__ import annotations
@@ -122,14 +122,18 @@ def group_columns(runs: pd.DataFrame, dataset_keys: list[str]) -> list[str]:
 
 
 def select(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
-    """Add the boolean column ``selected`` (DESIGN §4 selection on mean validation loss)."""
+    """Add the boolean column ``selected`` (DESIGN §4 selection on mean validation loss; a
+    setting with a diverged or timed-out repetition is skipped)."""
     runs = runs.copy()
     runs["selected"] = False
-    for _, g in runs.groupby(group_columns(runs, dataset_keys), dropna=False, sort=False):
+    failed = runs["diverged"] | runs["timed_out"]
+    for _, g in runs.assign(failed=failed).groupby(
+        group_columns(runs, dataset_keys), dropna=False, sort=False
+    ):
         per = g.groupby("setting", sort=False).agg(
-            val=("val_loss", "mean"), div=("diverged", "any"), first=("cell_index", "min")
+            val=("val_loss", "mean"), failed=("failed", "any"), first=("cell_index", "min")
         )
-        ok = per[~per["div"] & np.isfinite(per["val"])]
+        ok = per[~per["failed"] & np.isfinite(per["val"])]
         if ok.empty:
             continue
         best = ok.sort_values(["val", "first"]).index[0]
@@ -147,6 +151,7 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
         row["settings"] = g["setting"].nunique()
         row["diverged_cells"] = int(g["diverged"].sum())
         row["diverged_settings"] = int(g.groupby("setting")["diverged"].any().sum())
+        row["timed_out_cells"] = int(g["timed_out"].sum())
         sel = g[g["selected"]]
         if sel.empty:
             row.update(setting=None, n=0)

@@ -153,7 +153,10 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     if budget is not None:
         hyper[info.budget_param] = getattr(budget, info.budget_param)
     fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
+    limit = cfg["limits"]["cell_timeout_s"]
     t0 = perf_counter()
+    if limit is not None:
+        hyper["deadline"] = t0 + limit
     res = info.fit(
         inst.data.X_train, inst.data.y_train, inst.fmap, np.random.default_rng(fit_ss), **hyper
     )
@@ -180,7 +183,12 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
     row.update(reference_losses(inst.data))
-    row.update(diverged=bool(res.diverged), rounds=len(res.losses), wall_s=wall)
+    row.update(
+        diverged=bool(res.diverged),
+        timed_out=bool(res.timed_out),
+        rounds=len(res.losses),
+        wall_s=wall,
+    )
 
     t = curve_points(T, cfg["evaluation"]["curve_points"])
     t = t[t <= len(res.losses)]

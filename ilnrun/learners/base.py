@@ -8,6 +8,7 @@ own feature evaluations and draws.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from time import perf_counter
 
 import numpy as np
 
@@ -16,6 +17,11 @@ from ..features import FeatureMap
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
 DIVERGENCE_BOUND = 1e6
+
+
+def out_of_time(deadline: float | None) -> bool:
+    """True when a ``time.perf_counter()`` deadline is set and has passed."""
+    return deadline is not None and perf_counter() > deadline
 
 
 def is_divergent(yhat: float) -> bool:
@@ -97,14 +103,15 @@ class FitResult:
     """One learner's online pass.
 
     ``losses[t] = 0.5 (yhat_t - y_t)^2`` for the rounds played (shorter than ``T`` if the pass
-    stopped on divergence); ``counters`` holds ``train_evals``, ``features_sampled``,
-    ``kernel_evals`` and ``shrinks`` counted inside the learner's loop.
+    stopped on divergence or on its time limit); ``counters`` holds ``train_evals``,
+    ``features_sampled``, ``kernel_evals`` and ``shrinks`` counted inside the learner's loop.
     """
 
     predictor: KernelExpansion | FeatureExpansion
     losses: np.ndarray
     counters: dict[str, int]
     diverged: bool = False
+    timed_out: bool = False
     averaged: KernelExpansion | None = None
     extras: dict = field(default_factory=dict)
 

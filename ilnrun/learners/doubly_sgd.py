@@ -19,7 +19,7 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..schedules import step_sizes
-from .base import FeatureExpansion, FitResult, is_divergent, new_counters
+from .base import FeatureExpansion, FitResult, is_divergent, new_counters, out_of_time
 
 RESCALE_BELOW = 1e-150
 
@@ -35,6 +35,7 @@ def fit(
     nu: float = 0.0,
     schedule: str = "constant",
     decay: float | None = None,
+    deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round."""
     T = len(y)
@@ -44,9 +45,13 @@ def fit(
     s = 1.0
     losses = np.empty(T)
     counters = new_counters()
-    diverged = False
+    diverged = timed_out = False
 
     for t in range(T):
+        if t and out_of_time(deadline):
+            timed_out = True
+            losses = losses[:t]
+            break
         n_old = k * t
         if n_old:
             psi_old = fmap.point(X[t], W[:n_old])
@@ -78,5 +83,5 @@ def fit(
             s = 1.0
 
     n_feat = k * len(losses) if not diverged else k * (len(losses) - 1)
-    W_used = W[:n_feat] if W is not None else fmap.sample(rng, 0)
-    return FitResult(FeatureExpansion(W_used, s * c[:n_feat], fmap), losses, counters, diverged)
+    predictor = FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap)
+    return FitResult(predictor, losses, counters, diverged, timed_out)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..schedules import step_sizes
-from .base import FeatureExpansion, FitResult, is_divergent, new_counters
+from .base import FeatureExpansion, FitResult, is_divergent, new_counters, out_of_time
 
 
 def fit(
@@ -31,6 +31,7 @@ def fit(
     lam: float = 0.0,
     schedule: str = "constant",
     decay: float | None = None,
+    deadline: float | None = None,
 ) -> FitResult:
     """One online pass of SGD on ``r`` fixed random features."""
     T = len(y)
@@ -41,8 +42,12 @@ def fit(
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta = np.zeros(r)
     losses = np.empty(T)
-    diverged = False
+    diverged = timed_out = False
     for t in range(T):
+        if t and out_of_time(deadline):
+            timed_out = True
+            losses = losses[:t]
+            break
         z = fmap.point(X[t], W) * inv_sqrt_r
         counters["train_evals"] += z.size
         yhat = float(beta @ z)
@@ -54,4 +59,5 @@ def fit(
         if lam:
             beta *= 1.0 - etas[t] * lam
         beta -= etas[t] * (yhat - y[t]) * z
-    return FitResult(FeatureExpansion(W, beta * inv_sqrt_r, fmap), losses, counters, diverged)
+    predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
+    return FitResult(predictor, losses, counters, diverged, timed_out)

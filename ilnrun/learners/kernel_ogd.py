@@ -16,7 +16,7 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..schedules import step_sizes
-from .base import FitResult, KernelExpansion, is_divergent, new_counters
+from .base import FitResult, KernelExpansion, is_divergent, new_counters, out_of_time
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 
@@ -30,6 +30,7 @@ def fit(
     eta: float,
     schedule: str = "constant",
     decay: float | None = None,
+    deadline: float | None = None,
 ) -> FitResult:
     """One online pass of kernel OGD on the squared loss."""
     T = len(y)
@@ -37,9 +38,13 @@ def fit(
     alpha = np.zeros(T)
     losses = np.empty(T)
     counters = new_counters()
-    diverged = False
+    diverged = timed_out = False
     K = None
     for t in range(T):
+        if t and out_of_time(deadline):
+            timed_out = True
+            losses = losses[:t]
+            break
         if t % BLOCK == 0:
             K = fmap.kernel(X[t : t + BLOCK], X[: t + BLOCK])
         k_t = K[t % BLOCK, :t]
@@ -51,4 +56,4 @@ def fit(
             losses = losses[: t + 1]
             break
         alpha[t] = etas[t] * (y[t] - yhat)
-    return FitResult(KernelExpansion(alpha[: len(losses)]), losses, counters, diverged)
+    return FitResult(KernelExpansion(alpha[: len(losses)]), losses, counters, diverged, timed_out)

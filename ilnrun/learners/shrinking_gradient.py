@@ -21,9 +21,9 @@ Cost per round is O(m log t), independent of the number of stored examples (DESI
 - ``alpha = s * a`` with a global scale ``s``: a shrink is ``s <- s / 4`` (O(1));
 - ``|a|`` only grows by appends, so its cumulative sum ``cum`` is append-only and the ``m`` draws
   of ``i`` are one vectorized ``searchsorted(cum, u * cum[-1])``;
-- the averaged predictor ``fbar = (1/T) sum_{t=1..T} f_t`` (Corollary 1) has coefficient
-  ``a_i * sum_{t > i} s_t / T``; we store the running sum ``P_i = sum_{t <= i} s_t`` when ``a_i``
-  is appended and finish with ``a_i (P_T - P_i) / T`` — O(1) per round.
+- the averaged predictor ``fbar = (1/T) sum_{t=1..T} f_t`` (Corollary 1) needs only the appended
+  ``alpha_t`` and the shrink count before each round (O(1) per round); its weights come from one
+  backward recursion at the end (:func:`average_weights`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..schedules import step_sizes
-from .base import FitResult, KernelExpansion, is_divergent, new_counters
+from .base import FitResult, KernelExpansion, is_divergent, new_counters, out_of_time
 
 SAMPLERS = ("iid", "systematic")
 
@@ -61,6 +61,7 @@ def fit(
     decay: float | None = None,
     sampler: str = "iid",
     printed_sign: bool = False,
+    deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)``; returns final and averaged predictors."""
     T = len(y)
@@ -69,16 +70,20 @@ def fit(
     threshold = 16.0 * B
     a = np.zeros(T)  # alpha = s * a
     cum = np.zeros(T)  # cum[i] = sum_{j <= i} |a_j|   (append-only)
-    P_at = np.zeros(T)  # P_i = sum_{t <= i} s_t recorded when a_i is appended
-    abar = np.zeros(T)  # averaged-predictor mass (alpha units) folded in at rescalings
-    s, P = 1.0, 0.0
+    alpha_new = np.zeros(T)  # alpha_t as appended at round t (0 after a shrink)
+    shrinks_before = np.zeros(T, dtype=np.int64)  # K_t: shrinks before round t
+    s = 1.0
     losses = np.empty(T)
     counters = new_counters()
-    diverged = False
+    diverged = timed_out = False
     offsets = np.arange(m) / m if sampler == "systematic" else None
 
     for t in range(T):  # round t + 1 of the paper; examples 0..t-1 are stored
-        P += s
+        if t and out_of_time(deadline):
+            timed_out = True
+            losses = losses[:t]
+            break
+        shrinks_before[t] = counters["shrinks"]
         total = cum[t - 1] if t > 0 else 0.0  # |alpha|_1 = s * total
         # --- Algorithm 2: EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) ---------------------------
         if total > 0.0:
@@ -100,21 +105,37 @@ def fit(
             break
         # --- Algorithm 1: gradient step or shrink -------------------------------------------
         if abs(E) < threshold:
-            a[t] = sign * etas[t] * (y[t] - E) / s
+            alpha_new[t] = sign * etas[t] * (y[t] - E)
+            a[t] = alpha_new[t] / s
         else:
             s /= 4.0
             counters["shrinks"] += 1
         cum[t] = total + abs(a[t])
-        P_at[t] = P
-        if s < RESCALE_BELOW:
-            n = t + 1
-            abar[:n] += a[:n] * (P - P_at[:n])  # averaged mass so far, in alpha units
-            a[:n] *= s
-            np.cumsum(np.abs(a[:n]), out=cum[:n])
-            P_at[:n] = 0.0
-            P, s = 0.0, 1.0
+        if s < RESCALE_BELOW:  # fold the scale into a; rare, see RESCALE_BELOW
+            a[: t + 1] *= s
+            np.cumsum(np.abs(a[: t + 1]), out=cum[: t + 1])
+            s = 1.0
 
     n = len(losses)
     final = KernelExpansion(s * a[:n])
-    averaged = KernelExpansion((abar[:n] + a[:n] * (P - P_at[:n])) / T)
-    return FitResult(final, losses, counters, diverged=diverged, averaged=averaged)
+    averaged = KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n]))
+    return FitResult(final, losses, counters, diverged, timed_out, averaged)
+
+
+def average_weights(K: np.ndarray) -> np.ndarray:
+    """Weights ``g_i`` with ``fbar = (1/n) sum_{t<n} f_t = sum_i alpha_i g_i Phi(x_i)``.
+
+    ``alpha_i`` (as appended at round i) is divided by 4 at every later shrink, so its weight in
+    ``f_r`` (r > i) is ``4^-(K_r - K_i)`` with ``K_r`` the shrinks before round r, and
+    ``g_i = (1/n) G_i`` with ``G_i = sum_{i<r<n} 4^-(K_r - K_i)``. The backward recursion
+    ``G_{n-1} = 0``, ``G_i = 4^-(K_{i+1} - K_i) (1 + G_{i+1})`` sums only positive terms of
+    comparable size, so it is exact to rounding however many shrinks occur (O(n) once, at the end).
+    """
+    n = len(K)
+    decay = 0.25 ** np.diff(K).astype(float)  # 4^-(K_{i+1} - K_i)
+    G = np.zeros(n)
+    acc = 0.0
+    for i in range(n - 2, -1, -1):
+        acc = decay[i] * (1.0 + acc)
+        G[i] = acc
+    return G / n

@@ -1,0 +1,477 @@
+"""Figures from a results directory (``summary.csv``, ``curves.csv``, ``config.yaml``).
+
+- ``figure1``: selected test loss against the experiment's x axis, one panel per budget
+  (``dsgd_k``), 95% t-interval bands, the exact-kernel oracle dashed in every panel.
+- ``curves``: running mean online loss against round ``t`` (mean over repetitions, band
+  ``± 1.96 sd/√n``), rows = budgets, columns = at most three x-axis values.
+- ``budget_sweep`` (only with two or more budgets): test loss against the budget target.
+
+The x axis is the first ``dataset`` key (config order) with more than one value in
+``summary.csv``; failing that ``dsgd_k``; failing that a single categorical point. Dataset keys
+other than the x axis that also vary split the panels further. Figures are built on
+:class:`matplotlib.figure.Figure` directly, so no pyplot or global backend state is touched.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import yaml
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+BUDGETED = ("shrinking_gradient", "doubly_sgd", "fixed_random")
+ORACLE = "kernel_ogd"
+LABELS = {
+    "shrinking_gradient": "Shrinking Gradient",
+    "doubly_sgd": "Doubly SGD",
+    "fixed_random": "Fixed-Random",
+    ORACLE: "Kernel OGD (exact kernel, no budget)",
+}
+COLORS = {
+    "shrinking_gradient": "#1f77b4",
+    "doubly_sgd": "#d62728",
+    "fixed_random": "#2ca02c",
+    ORACLE: "black",
+}
+MARKERS = {"shrinking_gradient": "o", "doubly_sgd": "s", "fixed_random": "^", ORACLE: "D"}
+AXIS_LABELS = {
+    "D": "input dimension D",
+    "T": "training examples per pass T",
+    "n_val": "validation examples n_val",
+    "n_test": "test examples n_test",
+    "sparsity": "target sparsity (support points)",
+    "normalize_rows": "rows normalized to unit norm",
+    "dsgd_k": "budget: Doubly SGD features per round k",
+}
+UNITS = {"evaluations": "feature evaluations", "samples": "feature samples"}
+TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"
+SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
+MAX_COLS = 3
+MIN_WIDTH = 8.0  # inches: room for the suptitle and the legend over a single panel
+DODGE = {"shrinking_gradient": -0.12, "doubly_sgd": -0.04, "fixed_random": 0.04, ORACLE: 0.12}
+
+
+def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
+    """Write ``figure1``, ``curves`` and (with >= 2 budgets) ``budget_sweep`` into
+    ``results_dir`` in every format of ``formats`` ("png", "pdf", "svg"); return the paths."""
+    results_dir = Path(results_dir)
+    data = _Data.load(results_dir)
+    figures = {"figure1": _figure1(data), "curves": _curves(data)}
+    if data.summary.loc[data.budgeted, "dsgd_k"].nunique() >= 2:
+        figures["budget_sweep"] = _budget_sweep(data)
+    written: list[Path] = []
+    with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
+        for name, fig in figures.items():
+            for fmt in formats:
+                path = results_dir / f"{name}.{fmt}"
+                fig.savefig(path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {}))
+                written.append(path)
+            fig.clear()
+    return written
+
+
+class _Data:
+    """The tables of one results directory and the derived axes."""
+
+    def __init__(self, cfg: dict[str, Any], summary: pd.DataFrame, curves: pd.DataFrame) -> None:
+        self.cfg = cfg
+        keys = [k for k in cfg.get("dataset", {}) if k != "kind" and k in summary.columns]
+        self.summary = summary[summary["n"].fillna(0) > 0].reset_index(drop=True)
+        self.curves = curves
+        self.budgeted = self.summary["method"].isin(BUDGETED)
+        varying = [k for k in keys if self.summary[k].nunique(dropna=False) > 1]
+        if varying:
+            self.x: str | None = varying[0]
+        elif self.summary.loc[self.budgeted, "dsgd_k"].nunique() > 1:
+            self.x = "dsgd_k"
+        else:
+            self.x = None
+        self.others = [k for k in varying if k != self.x]  # further panel splits
+        first = self.summary.head(1)
+        self.constant = {k: first[k].iloc[0] for k in keys if k not in varying and len(first)}
+
+    @classmethod
+    def load(cls, d: Path) -> _Data:
+        cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        curves_path = d / "curves.csv"
+        curves = pd.read_csv(curves_path) if curves_path.exists() else pd.DataFrame()
+        return cls(cfg, pd.read_csv(d / "summary.csv"), curves)
+
+    @property
+    def name(self) -> str:
+        return str(self.cfg.get("name", "experiment"))
+
+    def budgets(self) -> list[int]:
+        """The distinct ``dsgd_k`` of the budgeted learners, ascending."""
+        return sorted(int(k) for k in self.summary.loc[self.budgeted, "dsgd_k"].dropna().unique())
+
+    def facets(self, df: pd.DataFrame) -> list[dict[str, Any]]:
+        """Distinct combinations of the non-x varying dataset keys in ``df``."""
+        if not self.others:
+            return [{}]
+        rows = df[self.others].drop_duplicates().sort_values(self.others)
+        return [dict(zip(self.others, r, strict=True)) for r in rows.itertuples(index=False)]
+
+    def x_values(self) -> list[Any]:
+        """The distinct x-axis values, sorted (a single ``None`` when there is no x axis)."""
+        if self.x is None:
+            return [None]
+        return sorted(self.summary[self.x].dropna().unique().tolist())
+
+    def xlabel(self) -> str:
+        if self.x is None:
+            return "dataset setting"
+        return AXIS_LABELS.get(self.x, self.x)
+
+    def x_text(self, value: Any) -> str:
+        """``D=60``-style label of one x value (the constant setting when there is no x axis)."""
+        if self.x is None:
+            return ", ".join(f"{k}={_fmt(v)}" for k, v in self.constant.items() if k in ("D", "T"))
+        return f"{self.x}={_fmt(value)}"
+
+    def header(self, what: str) -> str:
+        """Suptitle: experiment name, ``what``, T and the number of repetitions."""
+        s = self.summary
+        if s.empty:
+            return f"{self.name}: {what} (nothing selected: every setting diverged)"
+        parts = [f"T={_span(s['T'])}"] if "T" in s.columns else []
+        parts.append(f"n={_span(s['n'])} repetitions")
+        return f"{self.name}: {what} ({', '.join(parts)})"
+
+
+def _fmt(v: Any) -> str:
+    """Compact text of a table value (integers without a trailing ``.0``)."""
+    if isinstance(v, float | np.floating) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _span(col: pd.Series) -> str:
+    """``40`` or ``40–80`` for the values of a numeric column."""
+    lo, hi = col.min(), col.max()
+    return _fmt(lo) if lo == hi else f"{_fmt(lo)}–{_fmt(hi)}"
+
+
+def _select(df: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
+    """Rows of ``df`` whose columns equal ``where`` (NaN never matches)."""
+    mask = np.ones(len(df), dtype=bool)
+    for k, v in where.items():
+        mask &= (df[k] == v).to_numpy()
+    return df[mask]
+
+
+def _facet_text(facet: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in facet.items())
+
+
+def _budget_text(rows: pd.DataFrame, k: int) -> str:
+    """E.g. ``budget k=2: 40,200 feature evaluations per pass`` and ``(m=101, r=201)`` on a
+    second line."""
+    unit = _unit(rows)
+    targets = rows["budget_target"].dropna().unique()
+    if len(targets) != 1:  # the target depends on T, which varies inside the panel
+        return f"budget k={k}: {_span(rows['budget_target'])} {unit} per pass"
+    sizes = [
+        f"{col}={_fmt(vals[0])}"
+        for col, method in (("m", "shrinking_gradient"), ("r", "fixed_random"))
+        if len(vals := rows.loc[rows["method"] == method, col].dropna().unique()) == 1
+    ]
+    tail = f"\n({', '.join(sizes)})" if sizes else ""
+    return f"budget k={k}: {int(targets[0]):,} {unit} per pass{tail}"
+
+
+def _unit(rows: pd.DataFrame) -> str:
+    """The budget unit ("feature evaluations" or "feature samples") of ``budget_match``."""
+    match = rows["budget_match"].dropna() if "budget_match" in rows.columns else pd.Series()
+    return UNITS.get(str(match.iloc[0]), "features") if len(match) else "features"
+
+
+def _grid(n: int, ncols: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+    """A figure with ``n`` panels in rows of at most ``ncols``; unused cells are hidden."""
+    ncols = max(1, min(ncols, n))
+    nrows = -(-n // ncols)
+    fig = Figure(
+        figsize=(max(width * ncols, MIN_WIDTH), height * nrows + 0.9), layout="constrained"
+    )
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _positions(values: Sequence[Any]) -> tuple[np.ndarray, list[str] | None]:
+    """Numeric x positions of ``values``, and tick labels when they are categorical."""
+    arr = np.asarray(values, dtype=object)
+    numeric = all(
+        isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+        for v in arr
+    )
+    if numeric:
+        return arr.astype(float), None
+    return np.arange(len(arr), dtype=float), [_fmt(v) for v in arr]
+
+
+def _band(
+    ax: Axes,
+    x: np.ndarray,
+    mean: np.ndarray,
+    half: np.ndarray,
+    method: str,
+    *,
+    markers: bool = True,
+    log: bool = False,
+) -> None:
+    """A line (dashed black for the oracle) with a shaded band ``mean ± half``; a single point
+    is drawn with an error bar instead."""
+    half = np.nan_to_num(np.asarray(half, dtype=float))
+    lo, hi = mean - half, mean + half
+    # losses are >= 0: a band reaching below zero stops at 0 (at a tenth of the mean on log axes)
+    lo = np.where(lo > 0, lo, mean / 10 if log else 0.0)
+    style = {
+        "color": COLORS[method],
+        "label": LABELS[method],
+        "linestyle": "--" if method == ORACLE else "-",
+        "marker": MARKERS[method] if markers else None,
+        "markersize": 5,
+        "linewidth": 1.6,
+    }
+    if len(x) == 1:
+        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], capsize=4, **style)
+        return
+    ax.plot(x, mean, **style)
+    ax.fill_between(x, lo, hi, color=COLORS[method], alpha=0.07 if method == ORACLE else 0.15)
+
+
+def _use_log(values: Sequence[float] | np.ndarray) -> bool:
+    """Log scale when all values are positive and span more than a factor of 10."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return bool(len(v) and v.min() > 0 and v.max() / v.min() > 10)
+
+
+def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
+    """Suptitle (wrapped to the figure width) and one legend for the whole figure, below the
+    panels (never over the data)."""
+    width = fig.get_figwidth()
+    fig.suptitle(textwrap.fill(title, width=int(width * 11)))
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+    order = [LABELS[m] for m in (*BUDGETED, ORACLE) if LABELS[m] in handles]
+    if order:
+        ncol = len(order) if width >= 9 else 2
+        fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=ncol)
+
+
+def _empty(ax: Axes) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+def _figure1(data: _Data) -> Figure:
+    """Test loss against the x axis, one panel per (budget, other varying dataset keys)."""
+    s = data.summary
+    if data.x == "dsgd_k":
+        panels = [(None, f) for f in data.facets(s)]
+    else:
+        panels = [(k, f) for k in data.budgets() for f in data.facets(s)] or [
+            (None, f) for f in data.facets(s)
+        ]
+    nfacets = len(data.facets(s))
+    fig, axes = _grid(len(panels), nfacets if 1 < nfacets <= MAX_COLS else MAX_COLS)
+    xs = data.x_values()
+    pos, ticklabels = _positions(xs)
+    log = _use_log(s["test_loss_mean"])
+    for ax, (k, facet) in zip(axes, panels, strict=True):
+        rows = _select(s, facet)
+        budget_rows = rows[rows["method"].isin(BUDGETED)]
+        if k is not None:
+            budget_rows = budget_rows[budget_rows["dsgd_k"] == k]
+        drawn = False
+        for method in BUDGETED:
+            r = budget_rows[budget_rows["method"] == method]
+            drawn |= _plot_vs_x(ax, data, r, method, xs, pos, log)
+        oracle = rows[rows["method"] == ORACLE]
+        if data.x == "dsgd_k" and len(oracle):  # the oracle does not depend on the budget
+            oracle = pd.concat([oracle.iloc[[0]]] * len(xs)).assign(dsgd_k=xs)
+        drawn |= _plot_vs_x(ax, data, oracle, ORACLE, xs, pos, log)
+        if k is not None:
+            title = _budget_text(budget_rows, k)
+        else:
+            title = f"budgets matched on {_unit(budget_rows)} per training pass"
+        if facet:
+            title = f"{title}\n{_facet_text(facet)}"
+        ax.set_title(title, fontsize=9.5)
+        ax.set_xlabel(data.xlabel())
+        ax.set_ylabel(TEST_LOSS)
+        if data.x is None:
+            ax.set_xticks([0.0], [data.x_text(None) or "single setting"])
+            ax.set_xlim(-1, 1)
+        elif ticklabels is not None or len(xs) <= 8:
+            ax.set_xticks(pos, ticklabels or [_fmt(v) for v in xs])
+        if log:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        if not drawn:
+            _empty(ax)
+    _finish(fig, axes, data.header(f"test loss vs {data.xlabel()}"))
+    return fig
+
+
+def _plot_vs_x(
+    ax: Axes,
+    data: _Data,
+    rows: pd.DataFrame,
+    method: str,
+    xs: list[Any],
+    pos: np.ndarray,
+    log: bool,
+) -> bool:
+    """Plot ``rows``' test loss at the positions of their x values; False if nothing to draw."""
+    if rows.empty:
+        return False
+    if data.x is None:  # one categorical point: methods side by side
+        x = np.array([DODGE[method]])
+        rows = rows.iloc[[0]]
+    else:
+        rows = rows.sort_values(data.x)
+        x = np.array([pos[xs.index(v)] for v in rows[data.x]])
+    _band(
+        ax, x, rows["test_loss_mean"].to_numpy(), rows["test_loss_ci95"].to_numpy(), method, log=log
+    )
+    return True
+
+
+def _spread(values: list[Any], cap: int) -> list[Any]:
+    """At most ``cap`` evenly spaced elements of ``values`` (first and last included)."""
+    if len(values) <= cap:
+        return values
+    idx = np.unique(np.round(np.linspace(0, len(values) - 1, cap)).astype(int))
+    return [values[i] for i in idx]
+
+
+def _curves(data: _Data) -> Figure:
+    """Running mean online loss against round t; rows = budgets, columns = x values."""
+    c = data.curves
+    budgets: list[int | None] = list(data.budgets()) or [None]
+    cols: list[Any] = [None] if data.x in (None, "dsgd_k") else _spread(data.x_values(), 3)
+    cells = [(k, f, v) for k in budgets for f in data.facets(data.summary) for v in cols]
+    fig, axes = _grid(len(cells), len(cols) if len(cols) > 1 else MAX_COLS, width=4.4, height=3.0)
+    stats = _curve_stats(c, data) if len(c) else pd.DataFrame()
+    log = len(stats) > 0 and _use_log(stats["mean"])
+    for ax, (k, facet, v) in zip(axes, cells, strict=True):
+        where = dict(facet)
+        if v is not None:
+            where[data.x] = v
+        sel = _select(stats, where) if len(stats) else stats
+        drawn = False
+        for method in (*BUDGETED, ORACLE):
+            r = sel[sel["method"] == method] if len(sel) else sel
+            if method != ORACLE and k is not None:
+                r = r[r["dsgd_k"] == k]
+            if r.empty:
+                continue
+            _band(
+                ax,
+                r["t"].to_numpy(),
+                r["mean"].to_numpy(),
+                r["half"].to_numpy(),
+                method,
+                markers=False,
+                log=log,
+            )
+            drawn = True
+        parts = [f"budget k={k}" if k is not None else "", _facet_text(facet)]
+        if v is not None:
+            parts.append(data.x_text(v))
+        ax.set_title(", ".join(p for p in parts if p), fontsize=9.5)
+        ax.set_xlabel("round t")
+        ax.set_ylabel("running mean online loss")
+        if log:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        if not drawn:
+            _empty(ax)
+    _finish(fig, axes, data.header("learning curves (mean over repetitions, band ±1.96·sd/√n)"))
+    return fig
+
+
+def _curve_stats(curves: pd.DataFrame, data: _Data) -> pd.DataFrame:
+    """Mean and ``1.96 sd/√n`` half-width of ``online_loss`` over repetitions, per round."""
+    keys = ["method", "dsgd_k", *data.others, *([data.x] if data.x not in (None, "dsgd_k") else [])]
+    g = curves.groupby([*keys, "t"], dropna=False, sort=True)["online_loss"]
+    out = g.agg(["mean", "std", "count"]).reset_index()
+    out["half"] = 1.96 * out["std"].fillna(0) / np.sqrt(out["count"])
+    return out
+
+
+def _budget_sweep(data: _Data) -> Figure:
+    """Test loss against the budget target (log x), one panel per dataset setting (at most 6)."""
+    s = data.summary
+    split = [*([data.x] if data.x not in (None, "dsgd_k") else []), *data.others]
+    settings = (
+        [
+            dict(zip(split, r, strict=True))
+            for r in s[split].drop_duplicates().sort_values(split).itertuples(index=False)
+        ]
+        if split
+        else [{}]
+    )
+    settings = _spread(settings, 6)
+    fig, axes = _grid(len(settings), MAX_COLS)
+    log = _use_log(s["test_loss_mean"])
+    unit = _unit(s[data.budgeted])
+    for ax, where in zip(axes, settings, strict=True):
+        rows = _select(s, where)
+        drawn = False
+        for method in BUDGETED:
+            r = rows[rows["method"] == method].sort_values("budget_target")
+            if r.empty:
+                continue
+            _band(
+                ax,
+                r["budget_target"].to_numpy(dtype=float),
+                r["test_loss_mean"].to_numpy(),
+                r["test_loss_ci95"].to_numpy(),
+                method,
+                log=log,
+            )
+            drawn = True
+        oracle = rows[rows["method"] == ORACLE]
+        if len(oracle):
+            mean, half = (
+                oracle["test_loss_mean"].iloc[0],
+                np.nan_to_num(oracle["test_loss_ci95"].iloc[0]),
+            )
+            ax.axhline(mean, color="black", linestyle="--", linewidth=1.6, label=LABELS[ORACLE])
+            ax.axhspan(
+                max(mean - half, mean / 10 if log else 0.0),
+                mean + half,
+                color="black",
+                alpha=0.06,
+                linewidth=0,
+            )
+            drawn = True
+        ax.set_xscale("log")
+        targets = sorted(rows["budget_target"].dropna().unique())
+        if 0 < len(targets) <= 8:
+            ax.set_xticks(targets, [f"{int(t):,}" for t in targets])
+            ax.xaxis.set_minor_locator(NullLocator())
+        if log:
+            ax.set_yscale("log")
+        ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
+        ax.set_xlabel(f"{unit} per training pass")
+        ax.set_ylabel(TEST_LOSS)
+        ax.grid(alpha=0.3)
+        if not drawn:
+            _empty(ax)
+    _finish(fig, axes, data.header(f"test loss vs budget ({unit} per training pass)"))
+    return fig

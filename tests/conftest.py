@@ -1,0 +1,73 @@
+"""Shared fixtures and helpers for the ilnrun test suite."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ilnrun.data import Dataset, clipped_gaussian
+
+# A tiny experiment: 2 values of D x 2 repetitions x (4 learners x 2-point grids) = 32 cells.
+TINY_CONFIG: dict = {
+    "name": "tiny",
+    "seed": 7,
+    "repetitions": 2,
+    "dataset": {
+        "kind": "clipped_gaussian",
+        "D": [20, 40],
+        "T": 30,
+        "n_val": 40,
+        "n_test": 60,
+        "sparsity": 3,
+    },
+    "feature_map": {"kind": "coordinate"},
+    "budget": {"match": "evaluations", "dsgd_k": 4},
+    "evaluation": {"m_test": 50, "curve_points": 10},
+    "methods": {
+        "shrinking_gradient": {"eta": [0.3, 1.0], "schedule": "constant", "B": 1.0},
+        "doubly_sgd": {"eta": [0.3, 1.0], "schedule": "constant", "nu": 0.0},
+        "fixed_random": {"eta": [0.3, 1.0], "schedule": "inv_sqrt"},
+        "kernel_ogd": {"eta": [0.3, 1.0], "schedule": "constant"},
+    },
+}
+TINY_CELLS = 2 * 2 * 4 * 2
+
+
+def tiny_config(**changes) -> dict:
+    """A deep copy of ``TINY_CONFIG``; ``changes`` maps dotted key paths to new values."""
+    cfg = copy.deepcopy(TINY_CONFIG)
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node = cfg
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return cfg
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    """Write ``cfg`` as YAML to ``path`` and return the path."""
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """The tiny config written to ``tmp_path/tiny.yaml``."""
+    return write_config(tmp_path / "tiny.yaml", tiny_config())
+
+
+def make_data(seed: int = 0, D: int = 20, T: int = 30, n_val: int = 20, n_test: int = 50):
+    """A small clipped-Gaussian dataset (the paper's Figure 1 data)."""
+    return clipped_gaussian(
+        np.random.default_rng(seed), D=D, T=T, n_val=n_val, n_test=n_test, sparsity=3
+    )
+
+
+@pytest.fixture
+def small_data() -> Dataset:
+    return make_data()

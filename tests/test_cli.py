@@ -1,0 +1,221 @@
+"""End to end through the command line (``click.testing.CliRunner``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import TINY_CELLS, tiny_config, write_config
+
+from ilnrun import config as C
+from ilnrun.cli import main
+
+OUTPUTS = ("runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
+BUDGETED = ("shrinking_gradient", "doubly_sgd", "fixed_random")
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> tuple[Path, Path, object]:
+    """The tiny config run once with --jobs 1: (config path, results dir, CliRunner result)."""
+    base = tmp_path_factory.mktemp("cli")
+    cfg_path = write_config(base / "tiny.yaml", tiny_config())
+    out = base / "results"
+    result = _invoke(["run", cfg_path, "--out", out, "--jobs", "1"])
+    return cfg_path, out, result
+
+
+def test_run_writes_all_outputs(finished_run):
+    cfg_path, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    for name in OUTPUTS:
+        assert (out / name).is_file(), name
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == TINY_CELLS
+    assert set(runs["method"]) == {*BUDGETED, "kernel_ogd"}
+    assert sorted(runs["D"].unique()) == [20, 40]
+    assert sorted(runs["repetition"].unique()) == [0, 1]
+    assert runs["diverged"].dtype == bool
+    for col in ("online_loss", "val_loss", "test_loss", "test_nmse", "wall_s", "train_evals"):
+        assert col in runs.columns
+    sg = runs[runs["method"] == "shrinking_gradient"]
+    assert sg["test_loss_estimated"].notna().all() and sg["test_loss_avg"].notna().all()
+    assert runs["features_sampled"].notna().all() and runs["shrinks"].notna().all()
+    # the resolved config is written and equals the resolved input
+    assert yaml.safe_load((out / "config.yaml").read_text()) == C.load(cfg_path)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["cells"] == TINY_CELLS and meta["end"] is not None
+    summary = pd.read_csv(out / "summary.csv")
+    # one row per (method, D): 4 methods x 2 values of D
+    assert len(summary) == 8
+    curves = pd.read_csv(out / "curves.csv")
+    assert {"t", "online_loss", "method", "D", "repetition"} <= set(curves.columns)
+    assert curves["t"].max() == 30
+
+
+def test_budgets_matched_in_every_repetition(finished_run):
+    """Every (D, repetition): the three budgeted learners' train_evals within 1% of the target."""
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    runs = pd.read_csv(out / "runs.csv")
+    budgeted = runs[runs["method"].isin(BUDGETED)]
+    groups = budgeted.groupby(["D", "repetition"])
+    assert groups.ngroups == 4
+    for _, g in groups:
+        assert set(g["method"]) == set(BUDGETED)
+        assert g["budget_target"].nunique() == 1
+        target = g["budget_target"].iloc[0]
+        assert target == 4 * 30 * 31 // 2
+        assert ((g["train_evals"] - target).abs() <= 0.01 * target).all(), g[
+            ["method", "train_evals"]
+        ]
+    oracle = runs[runs["method"] == "kernel_ogd"]
+    assert (oracle["train_evals"] == 0).all()
+
+
+def test_plot_writes_figure1(finished_run):
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    res = _invoke(["plot", out, "--format", "png"])
+    assert res.exit_code == 0, res.output
+    assert (out / "figure1.png").is_file()
+    assert (out / "figure1.png").stat().st_size > 0
+
+
+def test_parallel_run_identical_to_serial(finished_run, tmp_path):
+    """--jobs 2 gives the same runs.csv as --jobs 1 apart from the wall-clock column."""
+    cfg_path, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    out2 = tmp_path / "parallel"
+    res = _invoke(["run", cfg_path, "--out", out2, "--jobs", "2", "--quiet"])
+    assert res.exit_code == 0, res.output
+    a = pd.read_csv(out / "runs.csv").drop(columns=["wall_s"])
+    b = pd.read_csv(out2 / "runs.csv").drop(columns=["wall_s"])
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_resume_reports_done_and_keeps_outputs(finished_run, tmp_path):
+    cfg_path, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = {n: (copy / n).read_bytes() for n in ("runs.csv", "summary.csv", "curves.csv")}
+    log_before = (copy / "cells.jsonl").read_bytes()
+    res = _invoke(["run", cfg_path, "--out", copy])
+    assert res.exit_code == 0, res.output
+    assert f"{TINY_CELLS} cells, {TINY_CELLS} already done" in res.output
+    assert f"({TINY_CELLS} resumed)" in res.output
+    for name, content in before.items():
+        assert (copy / name).read_bytes() == content, name
+    assert (copy / "cells.jsonl").read_bytes() == log_before
+
+
+def test_different_config_is_refused_then_fresh_reruns(finished_run, tmp_path):
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    other = write_config(tmp_path / "other.yaml", tiny_config(**{"dataset.D": [20]}))
+    res = _invoke(["run", other, "--out", copy])
+    assert res.exit_code == 2, res.output
+    assert "--fresh" in res.output
+    assert "dataset.D" in res.output  # the difference is named
+    assert "Traceback" not in res.output
+    # the earlier results are untouched
+    assert (copy / "runs.csv").read_bytes() == (out / "runs.csv").read_bytes()
+    res = _invoke(["run", other, "--out", copy, "--fresh", "--quiet"])
+    assert res.exit_code == 0, res.output
+    runs = pd.read_csv(copy / "runs.csv")
+    assert len(runs) == TINY_CELLS // 2 and set(runs["D"]) == {20}
+
+
+def test_validate_prints_cell_count(config_file):
+    res = _invoke(["validate", config_file])
+    assert res.exit_code == 0, res.output
+    assert f"# cells: {TINY_CELLS}" in res.stdout
+    assert "shrinking_gradient" in res.stdout
+    b = 4 * 30 * 31 // 2
+    assert f"target {b:,}" in res.stdout
+
+
+def test_list_names_learners_and_feature_maps():
+    res = _invoke(["list"])
+    assert res.exit_code == 0, res.output
+    for name in ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd"):
+        assert name in res.stdout
+    for name in ("coordinate", "relu", "fourier", "clipped_gaussian"):
+        assert name in res.stdout
+
+
+def test_bad_config_exit_2_names_key_path(tmp_path):
+    bad = tiny_config(**{"methods.shrinking_gradient.eta": [0.3, -0.1]})
+    path = write_config(tmp_path / "bad.yaml", bad)
+    for command in ("run", "validate"):
+        args = [command, path] + (["--out", tmp_path / "r"] if command == "run" else [])
+        res = _invoke(args)
+        assert res.exit_code == 2, res.output
+        assert "methods.shrinking_gradient.eta[1]" in res.output
+        assert "-0.1" in res.output
+        assert "Traceback" not in res.output
+    assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_several_config_problems_reported_together(tmp_path):
+    bad = tiny_config(
+        **{
+            "methods.doubly_sgd.nu": -1.0,
+            "dataset.T": 1,
+            "methods.fixed_random.schedule": "constnt",
+        }
+    )
+    res = _invoke(["validate", write_config(tmp_path / "bad.yaml", bad)])
+    assert res.exit_code == 2
+    for path in ("methods.doubly_sgd.nu", "dataset.T", "methods.fixed_random.schedule"):
+        assert path in res.output
+    assert "Traceback" not in res.output
+
+
+def test_missing_config_file_exit_2(tmp_path):
+    res = _invoke(["run", tmp_path / "nope.yaml", "--out", tmp_path / "r"])
+    assert res.exit_code == 2, res.output
+    assert "nope.yaml" in res.output and "Traceback" not in res.output
+    res = _invoke(["validate", tmp_path / "nope.yaml"])
+    assert res.exit_code == 2
+
+
+def test_bad_arguments_exit_2(config_file, tmp_path):
+    res = _invoke(["run", config_file, "--out", tmp_path / "r", "--jobs", "0"])
+    assert res.exit_code == 2
+    res = _invoke(["run", config_file, "--out", tmp_path / "r", "--scheduler", "tcp://x:1"])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+
+
+def test_results_do_not_depend_on_cell_order_or_other_cells(finished_run, tmp_path):
+    """Per-cell seeds are keyed by the cell, not by its position: reversing the grids, listing
+    the methods in another order and dropping a method and a value of D leaves every remaining
+    cell's row unchanged (apart from wall_s)."""
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    cfg = tiny_config(**{"dataset.D": [40]})
+    cfg["methods"] = {
+        "fixed_random": {"eta": [1.0, 0.3], "schedule": "inv_sqrt"},
+        "shrinking_gradient": {"eta": [1.0, 0.3], "schedule": "constant", "B": 1.0},
+        "doubly_sgd": {"eta": [1.0, 0.3], "schedule": "constant", "nu": 0.0},
+    }
+    path = write_config(tmp_path / "reordered.yaml", cfg)
+    res = _invoke(["run", path, "--out", tmp_path / "r", "--quiet"])
+    assert res.exit_code == 0, res.output
+    drop = ["wall_s", "selected"]
+    a = pd.read_csv(out / "runs.csv").drop(columns=drop).set_index("cell_id")
+    b = pd.read_csv(tmp_path / "r" / "runs.csv").drop(columns=drop).set_index("cell_id")
+    assert len(b) == 12 and set(b.index) <= set(a.index)
+    pd.testing.assert_frame_equal(b.sort_index(), a.loc[b.index].sort_index(), check_dtype=False)
