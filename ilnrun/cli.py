@@ -120,11 +120,12 @@ def run(
         _fail(str(exc))
     if not quiet:
         div = ", ".join(f"{m}: {n}" for m, n in summary["diverged"].items())
-        click.echo(
-            f"done: {summary['cells']} cells ({summary['resumed']} resumed); "
-            f"diverged cells per learner: {div}; results in {out_dir}",
-            err=True,
-        )
+        msg = f"done: {summary['cells']} cells ({summary['resumed']} resumed); diverged cells"
+        msg += f" per learner (skipped by selection): {div}"
+        if any(summary["timed_out"].values()):
+            late = ", ".join(f"{m}: {n}" for m, n in summary["timed_out"].items())
+            msg += f"; timed-out cells per learner: {late}"
+        click.echo(f"{msg}; results in {out_dir}", err=True)
 
 
 @main.command()

@@ -435,7 +435,9 @@ def load(path: str | Path) -> dict:
 
 
 def dump(cfg: dict) -> str:
-    return yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump(
+        cfg, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+    )
 
 
 # ----------------------------------------------------------------------------------------------

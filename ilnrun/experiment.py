@@ -7,10 +7,13 @@ Results are never overwritten silently: a directory holding the same resolved co
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import platform
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from .results import CELL_LOG, CellLog, build_tables, write_atomic, write_tables
 from .runner import Progress, execute
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
+LOCK = ".lock"
 FIGURE_PREFIXES = ("figure1", "curves", "budget_sweep")
 
 
@@ -48,21 +52,24 @@ def config_diff(old: dict, new: dict) -> list[str]:
     a, b = _flatten(old), _flatten(new)
     lines = []
     for key in sorted(set(a) | set(b)):
-        if a.get(key, "<absent>") != b.get(key, "<absent>"):
-            lines.append(
-                f"  {key}: {a.get(key, '<absent>')!r} in the results, "
-                f"{b.get(key, '<absent>')!r} in the config"
-            )
+        old, new = a.get(key, "<absent>"), b.get(key, "<absent>")
+        if old != new:
+            lines.append(f"  {key}: {_short(old)} in the results, {_short(new)} in the config")
     return lines
 
 
+def _short(v: object, width: int = 60) -> str:
+    s = repr(v)
+    return s if len(s) <= width else s[: width - 3] + "..."
+
+
+def _numbers_part(cfg: dict) -> dict:
+    """The config without its free-text ``description`` (which changes no number)."""
+    return {k: v for k, v in cfg.items() if k != "description"}
+
+
 def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
-    """Create or check ``out``; return True when resuming earlier work."""
-    if not out.exists():
-        out.mkdir(parents=True)
-        return False
-    if not out.is_dir():
-        raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
+    """Check the (existing) directory ``out``; return True when resuming earlier work."""
     existing = [p for p in out.iterdir() if not p.name.startswith(".")]
     if not existing:
         return False
@@ -79,9 +86,9 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
             ):
                 p.unlink()
         return False
-    old = yaml.safe_load(cfg_path.read_text())
-    if old != cfg:
-        diff = "\n".join(config_diff(old or {}, cfg))
+    old = yaml.safe_load(cfg_path.read_text()) or {}
+    if _numbers_part(old) != _numbers_part(cfg):
+        diff = "\n".join(config_diff(_numbers_part(old), _numbers_part(cfg)))
         raise RunDirError(
             f"{out} holds results of a different config:\n{diff}\n"
             f"Use --fresh to discard them and start over, or --out to write "
@@ -127,13 +134,36 @@ def run(
     config_path: str | None = None,
 ) -> dict:
     """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
-    summary (cells run, resumed, diverged per learner)."""
+    summary (cells run, resumed, diverged and timed-out cells per learner)."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out):
+        return _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path)
+
+
+@contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out/.lock`` so two runs never write one directory; the
+    operating system releases it when the process ends, however it ends."""
+    fh = open(out / LOCK, "a")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirError(f"another `ilnrun run` is writing to {out}") from None
+        yield
+    finally:
+        fh.close()
+
+
+def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     resumed = prepare_dir(out, cfg, fresh)
     write_atomic(out / "config.yaml", C.dump(cfg))
     all_cells = C.cells(cfg)
     order = {c.id: c.index for c in all_cells}
     log = CellLog(out)
-    done = {k: v for k, v in log.read().items() if k in order}
+    done = {k: v for k, v in log.read(repair=True).items() if k in order}
     pending = [c for c in all_cells if c.id not in done]
     meta = {
         "command": " ".join(sys.argv),
@@ -171,5 +201,10 @@ def run(
     write_tables(out, runs, summary, curves)
     meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     write_atomic(meta_path, json.dumps(meta, indent=2))
-    diverged = runs.groupby("method")["diverged"].sum().astype(int).to_dict()
-    return {"cells": len(all_cells), "resumed": meta["cells_resumed"], "diverged": diverged}
+    by_method = runs.groupby("method")
+    return {
+        "cells": len(all_cells),
+        "resumed": meta["cells_resumed"],
+        "diverged": by_method["diverged"].sum().astype(int).to_dict(),
+        "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
+    }

@@ -96,253 +96,363 @@ def x_axis(cfg: dict) -> str | None:
     return None
 
 
-def paired(runs: pd.DataFrame, a: str, b: str, keys: dict) -> dict:
-    """Mean and 95% CI of ``test_loss(a) − test_loss(b)`` over repetitions (selected settings),
-    restricted to rows matching ``keys``."""
-    sel = runs[runs["selected"]]
+def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.DataFrame:
+    """Rows of ``method`` matching ``keys`` for one hyperparameter setting: the one selected on
+    validation loss (``by=None``), or the one with the lowest mean ``by`` over repetitions
+    among settings that never diverged or timed out."""
+    g = runs[runs["method"] == method]
     for k, v in keys.items():
-        sel = sel[sel[k] == v]
-    la = sel[sel["method"] == a].set_index("repetition")["test_loss"]
-    lb = sel[sel["method"] == b].set_index("repetition")["test_loss"]
+        g = g[g[k] == v]
+    if by is None:
+        return g[g["selected"]]
+    ok = g[~(g["diverged"] | g["timed_out"])]
+    if ok.empty:
+        return ok
+    return ok[ok["setting"] == ok.groupby("setting")[by].mean().idxmin()]
+
+
+def paired(
+    runs: pd.DataFrame, a: str, b: str, keys: dict, metric: str = "test_loss", by: str | None = None
+) -> dict:
+    """Mean and 95% CI of ``metric(a) − metric(b)`` over repetitions (settings chosen by
+    :func:`pick`), restricted to rows matching ``keys`` (paired: both saw the same data)."""
+    la = pick(runs, a, keys, by).set_index("repetition")[metric]
+    lb = pick(runs, b, keys, by).set_index("repetition")[metric]
     d = (la - lb).dropna()
     d = d[np.isfinite(d)]
     n = len(d)
     mean = float(d.mean()) if n else math.nan
     ci = t975(n - 1) * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
-    return {"n": n, "mean": mean, "ci": ci, "a": float(la.mean()), "b": float(lb.mean())}
+    return {"n": n, "mean": mean, "ci": ci}
 
 
-def _verdict_word(p: dict) -> str:
+def verdict_word(p: dict) -> str:
+    """``SG lower|higher (significant|not significant)`` for one paired comparison."""
     if p["n"] == 0 or math.isnan(p["mean"]):
         return "no data"
     sig = not math.isnan(p["ci"]) and abs(p["mean"]) > p["ci"]
-    if p["mean"] < 0:
-        return "SG lower" + (" (significant)" if sig else " (not significant)")
-    return "SG higher" + (" (significant)" if sig else " (not significant)")
+    side = "SG lower" if p["mean"] < 0 else "SG higher"
+    return f"{side} ({'significant' if sig else 'not significant'})"
 
 
-def _claim_summary(words: list[str]) -> str:
+def claim_verdict(words: list[str]) -> str:
+    """Collapse per-setting words into ``holds`` / ``holds in direction`` / ``mixed`` /
+    ``does not hold`` (SG significantly higher somewhere and significantly lower nowhere)."""
     n = len(words)
     lower = sum(w.startswith("SG lower") for w in words)
     sig_lower = sum(w == "SG lower (significant)" for w in words)
     sig_higher = sum(w == "SG higher (significant)" for w in words)
     if n and sig_lower == n:
-        verdict = "holds"
-    elif sig_higher == 0 and lower == n:
-        verdict = "holds in direction, not always significantly"
-    elif sig_higher > 0 and sig_lower == 0:
-        verdict = "does not hold"
-    else:
-        verdict = "mixed"
-    return (
-        f"{verdict} — SG lower at {lower}/{n} settings ({sig_lower} significantly), "
-        f"significantly higher at {sig_higher}/{n}"
-    )
+        return "holds"
+    if sig_higher == 0 and lower == n:
+        return "holds in direction, not always significantly"
+    if sig_higher > 0 and sig_lower == 0:
+        return "does not hold"
+    if sig_higher == 0 and sig_lower == 0:
+        return "no significant difference"
+    return "mixed"
+
+
+# (metric, selection rule for pick(), description) of the claims checked
+COMPARISONS = (
+    ("test_loss", None, "test loss (settings selected on validation loss)"),
+    ("online_loss", None, "online loss (same settings)"),
+    ("online_loss", "online_loss", "online loss (each learner's best setting for online loss)"),
+)
+
+
+class Report:
+    """Everything a report section needs, read once from a results directory."""
+
+    def __init__(self, results_dir: Path, out_dir: Path) -> None:
+        self.results_dir, self.out_dir = Path(results_dir), Path(out_dir)
+        self.cfg = yaml.safe_load((self.results_dir / "config.yaml").read_text())
+        self.meta = json.loads((self.results_dir / "meta.json").read_text())
+        self.runs = pd.read_csv(self.results_dir / "runs.csv")
+        self.summary = pd.read_csv(self.results_dir / "summary.csv")
+        self.xa = x_axis(self.cfg)
+        self.ks = [int(k) for k in sorted(self.summary["dsgd_k"].dropna().unique())]
+        self.methods = [m for m in LABELS if m in set(self.summary["method"])]
+        self.xs = sorted(self.summary[self.xa].dropna().unique()) if self.xa else [None]
+
+    def keys(self, k: int | None, x) -> dict:
+        """Row filter for one budget and one x-axis value."""
+        out = {} if k is None else {"dsgd_k": k}
+        return out | ({self.xa: x} if self.xa and x is not None else {})
+
+    def cell(self, method: str, metric: str, k: int | None, x) -> str:
+        s = self.summary[self.summary["method"] == method]
+        if method in BUDGETED and k is not None:
+            s = s[s["dsgd_k"] == k]
+        if self.xa and x is not None:
+            s = s[s[self.xa] == x]
+        if not len(s):
+            return "—"
+        return _fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+
+    # --- sections ------------------------------------------------------------------------------
+
+    def header(self) -> list[str]:
+        name, meta = self.cfg["name"], self.meta
+        cfg_path = meta.get("config_path") or f"configs/{name}.yaml"
+        L = [
+            f"# {name}: report",
+            "",
+            f"_Generated by `ilnrun report` from `{self.results_dir}` — do not edit by hand. "
+            f"Results of git commit `{(meta.get('git_commit') or 'unknown')[:12]}`, run "
+            f"{meta.get('start')} → {meta.get('end')} with {meta.get('jobs')} worker(s)._",
+            "",
+            "Regenerate:",
+            "",
+            "```",
+            f"ilnrun run {cfg_path} --jobs 2",
+            f"ilnrun plot {self.results_dir}",
+            f"ilnrun report {self.results_dir} --out {self.out_dir}",
+            "```",
+            "",
+        ]
+        if self.cfg.get("description"):
+            L += [self.cfg["description"].strip(), ""]
+        return L
+
+    def verdict_rows(
+        self, metric: str, by: str | None = None
+    ) -> list[tuple[str, int | None, list[dict], str]]:
+        """(other learner, budget, paired results per x value, verdict) for the claim
+        'SG has a lower ``metric`` than other' (settings chosen as in :func:`pick`)."""
+        out = []
+        for other in ("doubly_sgd", "fixed_random"):
+            if other not in self.methods or "shrinking_gradient" not in self.methods:
+                continue
+            for k in self.ks or [None]:
+                ps = [
+                    paired(self.runs, "shrinking_gradient", other, self.keys(k, x), metric, by)
+                    for x in self.xs
+                ]
+                out.append((other, k, ps, claim_verdict([verdict_word(p) for p in ps])))
+        return out
+
+    def headline(self) -> list[str]:
+        L = ["## Headline", ""]
+        for metric, by, what in COMPARISONS:
+            rows = self.verdict_rows(metric, by)
+            for other in ("doubly_sgd", "fixed_random"):
+                by_verdict: dict[str, list] = {}
+                for o, k, _, v in rows:
+                    if o == other:
+                        by_verdict.setdefault(v, []).append(k)
+                if by_verdict:
+                    parts = "; ".join(
+                        f"**{v}** at k = {', '.join(str(k) for k in ks)}"
+                        for v, ks in by_verdict.items()
+                    )
+                    L.append(f"- SG reaches a lower {what} than {LABELS[other]}: {parts}.")
+        L.append("")
+        return L
+
+    def setup(self) -> list[str]:
+        cfg = self.cfg
+        ds, b, ev = cfg["dataset"], cfg["budget"], cfg["evaluation"]
+        T_values = ds["T"] if isinstance(ds["T"], list) else [ds["T"]]
+        L = [
+            "## Setup",
+            "",
+            f"- Dataset `{ds['kind']}`: "
+            + ", ".join(f"{k} = {v}" for k, v in ds.items() if k != "kind")
+            + f"; {cfg['repetitions']} repetitions, root seed {cfg['seed']}.",
+            "- Feature map: "
+            + ", ".join(f"{k} = {v}" for k, v in cfg["feature_map"].items())
+            + ".",
+            f"- Budget convention `{b['match']}`; Doubly SGD's `k` ∈ {self.ks}. Derived sizes:",
+            "",
+        ]
+        rows = []
+        for T in T_values:
+            for k in self.ks:
+                d = derive(b["match"], k, int(T))
+                rows.append([T, k, f"{d.target:,}", d.m, d.k, d.r])
+        L += [
+            _md_table(["T", "k", f"target ({b['match']})", "m (SG)", "k (DSGD)", "r (FR)"], rows),
+            "",
+            "- Grids (every point is run for every setting and repetition):",
+        ]
+        for m, params in cfg["methods"].items():
+            L.append(f"  - {LABELS[m]}: " + ", ".join(f"{k} = {v}" for k, v in params.items()))
+        L += [
+            f"- Evaluation: `test_loss_estimated` uses `m_test` = {ev['m_test']} Algorithm-2 "
+            f"samples per point on {ev.get('n_test_estimated', 'all')} test points.",
+            "",
+            "## Choices where the paper is silent",
+            "",
+        ]
+        L += [f"- {c}" for c in DATASET_CHOICES.get(ds["kind"], [])]
+        L.append(f"- {FEATURE_CHOICES.get(cfg['feature_map']['kind'], '')}")
+        L += [f"- {c}" for c in PROTOCOL_CHOICES]
+        return L + [""]
+
+    def counters(self) -> list[str]:
+        runs = self.runs
+        done = runs[~runs["diverged"] & ~runs["timed_out"]]
+        rows = []
+        bud = done[done["method"].isin(BUDGETED)]
+        for (m, k), g in bud.groupby(["method", "dsgd_k"]):
+            dev = (g["train_evals"] - g["budget_target"]).abs() / g["budget_target"]
+            rows.append(
+                [
+                    LABELS[m],
+                    int(k),
+                    f"{int(g['budget_target'].iloc[0]):,}",
+                    f"{g['train_evals'].min():,}–{g['train_evals'].max():,}",
+                    f"{100 * dev.max():.2f}%",
+                    f"{g['features_sampled'].min():,}–{g['features_sampled'].max():,}",
+                    int(g["shrinks"].sum()),
+                ]
+            )
+        head = ["learner", "k", "target", "train_evals", "max deviation", "features_sampled"]
+        L = [
+            "## Budgets as counted by the learners",
+            "",
+            "Counted inside each learner's loop, over every cell that completed its pass.",
+            "",
+            _md_table(head + ["shrinks (sum)"], rows),
+            "",
+        ]
+        div = runs.groupby("method")["diverged"].sum().astype(int)
+        late = runs.groupby("method")["timed_out"].sum().astype(int)
+        L.append(
+            "Cells that diverged (stopped, skipped by selection) per learner, over all grid "
+            "points: "
+            + ", ".join(f"{LABELS[m]} {div.get(m, 0)}" for m in self.methods)
+            + (
+                "; timed out: " + ", ".join(f"{LABELS[m]} {late.get(m, 0)}" for m in self.methods)
+                if late.sum()
+                else ""
+            )
+            + "."
+        )
+        return L + [""]
+
+    def figures(self) -> list[str]:
+        names = []
+        for stem in ("figure1", "budget_sweep", "curves"):
+            src = self.results_dir / f"{stem}.png"
+            if src.exists():
+                if src.resolve() != (self.out_dir / src.name).resolve():
+                    shutil.copyfile(src, self.out_dir / src.name)
+                names.append(src.name)
+        if not names:
+            return []
+        return ["## Figures", ""] + [f"![{n}]({n})" for n in names] + [""]
+
+    def metric_tables(self) -> list[str]:
+        rowname = self.xa or "—"
+        L = []
+        for metric, title in (("test_loss", "Test loss"), ("online_loss", "Online loss")):
+            L += [f"## {title} (mean ± 95% CI over repetitions, selected settings)", ""]
+            for k in self.ks or [None]:
+                rows = [
+                    [x if x is not None else "all"]
+                    + [self.cell(m, metric, k, x) for m in self.methods]
+                    for x in self.xs
+                ]
+                if k is not None:
+                    L += [f"Budget k = {k}:", ""]
+                L += [_md_table([rowname] + [LABELS[m] for m in self.methods], rows), ""]
+        return L
+
+    def sg_predictors(self) -> list[str]:
+        if "shrinking_gradient" not in self.methods:
+            return []
+        L = [
+            "## Shrinking Gradient's predictors (test loss, mean ± 95% CI)",
+            "",
+            "Final predictor evaluated exactly; the averaged predictor of Corollary 1; the final "
+            "predictor evaluated with Algorithm-2 estimates (what a user without the kernel "
+            "gets); the zero predictor for scale.",
+            "",
+        ]
+        cols = [
+            ("test_loss", "final, exact"),
+            ("test_loss_avg", "averaged, exact"),
+            ("test_loss_estimated", "final, Algorithm-2 estimates"),
+            ("test_loss_zero", "zero predictor"),
+        ]
+        rows = []
+        for k in self.ks or [None]:
+            for x in self.xs:
+                rows.append(
+                    [k if k is not None else "—", x if x is not None else "all"]
+                    + [self.cell("shrinking_gradient", m, k, x) for m, _ in cols]
+                )
+        L += [_md_table(["k", self.xa or "—"] + [c for _, c in cols], rows), ""]
+        return L
+
+    def selected(self) -> list[str]:
+        rows = []
+        for m in self.methods:
+            for k in self.ks if m in BUDGETED and self.ks else [None]:
+                s = self.summary[self.summary["method"] == m]
+                s = s[s["dsgd_k"] == k] if k is not None else s
+                counts = s["setting"].value_counts()
+                rows.append(
+                    [
+                        LABELS[m],
+                        k if k is not None else "—",
+                        "; ".join(f"{st} (×{c})" for st, c in counts.items()),
+                    ]
+                )
+        return [
+            "## Selected hyperparameters",
+            "",
+            _md_table(["learner", "k", "selected setting (× dataset settings)"], rows),
+            "",
+        ]
+
+    def verdicts(self) -> list[str]:
+        if "shrinking_gradient" not in self.methods:
+            return []
+        L = [
+            "## Verdict on the paper's claim",
+            "",
+            "Claim (paper Section 6): at an equal feature budget, Shrinking Gradient reaches a "
+            "lower loss than Doubly SGD and Fixed-Random. The paper does not say which loss, so "
+            "three comparisons are made: the test loss of the learned predictor (evaluated "
+            "exactly) with settings selected on validation loss; the online loss of the single "
+            "pass with the same settings; and the online loss with each learner's best setting "
+            "for online loss (the regret view: best step size in hindsight). Cells: paired "
+            "difference SG − other (negative = SG better), mean ± 95% CI over repetitions.",
+            "",
+        ]
+        head = ["claim", "k"] + [f"{self.xa}={x}" if self.xa else "all" for x in self.xs]
+        for metric, by, what in COMPARISONS:
+            rows = [
+                [f"SG < {LABELS[o]}", k if k is not None else "—"]
+                + [_fmt(p["mean"], p["ci"], 3) for p in ps]
+                + [v]
+                for o, k, ps, v in self.verdict_rows(metric, by)
+            ]
+            L += [f"**{what[0].upper() + what[1:]}**:", ""]
+            L += [_md_table(head + ["verdict"], rows), ""]
+        return L
 
 
 def build_report(results_dir: Path, out_dir: Path) -> Path:
     """Write ``out_dir/REPORT.md`` (and copy the figures next to it); return its path."""
-    results_dir, out_dir = Path(results_dir), Path(out_dir)
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = yaml.safe_load((results_dir / "config.yaml").read_text())
-    meta = json.loads((results_dir / "meta.json").read_text())
-    runs = pd.read_csv(results_dir / "runs.csv")
-    summary = pd.read_csv(results_dir / "summary.csv")
-    name = cfg["name"]
-    xa = x_axis(cfg)
-    ks = sorted(summary["dsgd_k"].dropna().astype(int).unique())
-    methods = [m for m in LABELS if m in set(summary["method"])]
-
-    figures = []
-    for stem in ("figure1", "budget_sweep", "curves"):
-        src = results_dir / f"{stem}.png"
-        if src.exists():
-            if src.resolve() != (out_dir / src.name).resolve():
-                shutil.copyfile(src, out_dir / src.name)
-            figures.append(src.name)
-
-    L: list[str] = [f"# {name}: report", ""]
-    cfg_path = meta.get("config_path") or f"configs/{name}.yaml"
-    L += [
-        f"_Generated by `ilnrun report` from `{results_dir}` — do not edit by hand. "
-        f"Results of git commit `{(meta.get('git_commit') or 'unknown')[:12]}`, run "
-        f"{meta.get('start')} → {meta.get('end')} with {meta.get('jobs')} worker(s)._",
-        "",
-        "Regenerate:",
-        "",
-        "```",
-        f"ilnrun run {cfg_path} --jobs 2",
-        f"ilnrun plot {results_dir}",
-        f"ilnrun report {results_dir} --out {out_dir}",
-        "```",
-        "",
-    ]
-    if cfg.get("description"):
-        L += [cfg["description"].strip(), ""]
-
-    # --- setup -------------------------------------------------------------------------------
-    ds = cfg["dataset"]
-    T_values = ds["T"] if isinstance(ds["T"], list) else [ds["T"]]
-    L += ["## Setup", ""]
-    L.append(
-        f"- Dataset `{ds['kind']}`: "
-        + ", ".join(f"{k} = {v}" for k, v in ds.items() if k != "kind")
-        + f"; {cfg['repetitions']} repetitions, root seed {cfg['seed']}."
+    r = Report(results_dir, out_dir)
+    sections = (
+        r.header,
+        r.headline,
+        r.setup,
+        r.counters,
+        r.figures,
+        r.metric_tables,
+        r.sg_predictors,
+        r.selected,
+        r.verdicts,
     )
-    L.append(f"- Feature map `{cfg['feature_map']['kind']}`.")
-    b = cfg["budget"]
-    L.append(f"- Budget convention `{b['match']}`; Doubly SGD's `k` ∈ {ks}. Derived sizes:")
-    rows = []
-    for T in T_values:
-        for k in ks:
-            d = derive(b["match"], int(k), int(T))
-            rows.append([T, k, f"{d.target:,}", d.m, d.k, d.r])
-    L += [
-        "",
-        _md_table(["T", "k", f"target ({b['match']})", "m (SG)", "k (DSGD)", "r (FR)"], rows),
-        "",
-    ]
-    L.append("- Grids (every point run for every setting and repetition):")
-    for m, params in cfg["methods"].items():
-        L.append(f"  - {LABELS[m]}: " + ", ".join(f"{k} = {v}" for k, v in params.items()))
-    ev = cfg["evaluation"]
-    L.append(
-        f"- Evaluation: `m_test` = {ev['m_test']} Algorithm-2 samples per test point on "
-        f"{ev.get('n_test_estimated', 'all')} test points for `test_loss_estimated`."
-    )
-    L += ["", "## Choices where the paper is silent", ""]
-    L += [f"- {c}" for c in DATASET_CHOICES.get(ds["kind"], [])]
-    L.append(f"- {FEATURE_CHOICES.get(cfg['feature_map']['kind'], '')}")
-    L += [f"- {c}" for c in PROTOCOL_CHOICES]
-    L.append("")
-
-    # --- counters ------------------------------------------------------------------------------
-    L += ["## Budgets as counted by the learners", ""]
-    rows = []
-    bud = runs[runs["method"].isin(BUDGETED)]
-    for (m, k), g in bud.groupby(["method", "dsgd_k"]):
-        dev = (g["train_evals"] - g["budget_target"]).abs() / g["budget_target"]
-        rows.append(
-            [
-                LABELS[m],
-                int(k),
-                f"{int(g['budget_target'].iloc[0]):,}",
-                f"{g['train_evals'].min():,}–{g['train_evals'].max():,}",
-                f"{100 * dev.max():.2f}%",
-                f"{g['features_sampled'].min():,}–{g['features_sampled'].max():,}",
-                int(g["shrinks"].sum()),
-            ]
-        )
-    L += [
-        _md_table(
-            [
-                "learner",
-                "k",
-                "target",
-                "train_evals (min–max)",
-                "max deviation",
-                "features_sampled",
-                "shrinks (all cells)",
-            ],
-            rows,
-        ),
-        "",
-    ]
-    div = runs.groupby("method")["diverged"].sum().astype(int)
-    L.append(
-        "Diverged cells per learner (all grid points): "
-        + ", ".join(f"{LABELS[m]} {div.get(m, 0)}" for m in methods)
-        + "."
-    )
-    L.append("")
-
-    # --- figures -------------------------------------------------------------------------------
-    if figures:
-        L += ["## Figures", ""]
-        L += [f"![{f}]({f})" for f in figures]
-        L.append("")
-
-    # --- tables --------------------------------------------------------------------------------
-    keyname = xa or "dsgd_k"
-    for metric, title in (
-        ("test_loss", "Test loss"),
-        ("online_loss", "Online loss"),
-        ("test_loss_avg", "Test loss of SG's averaged predictor"),
-        ("test_loss_estimated", "Test loss of SG with Algorithm-2 test estimates"),
-    ):
-        cols = methods if metric in ("test_loss", "online_loss") else ["shrinking_gradient"]
-        if (
-            metric not in ("test_loss", "online_loss")
-            and not summary[f"{metric}_mean"].notna().any()
-        ):
-            continue
-        L += [f"## {title} (mean ± 95% CI over repetitions, selected settings)", ""]
-        for k in ks:
-            sub = summary[(summary["dsgd_k"] == k) | summary["dsgd_k"].isna()]
-            xs = sorted(sub[keyname].dropna().unique()) if xa else [None]
-            rows = []
-            for x in xs:
-                row = [x if x is not None else "—"]
-                for m in cols:
-                    s = sub[sub["method"] == m]
-                    if xa:
-                        s = s[s[xa] == x]
-                    row.append(
-                        _fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
-                        if len(s)
-                        else "—"
-                    )
-                rows.append(row)
-            L += [
-                f"Budget k = {k}:",
-                "",
-                _md_table([keyname] + [LABELS[m] for m in cols], rows),
-                "",
-            ]
-
-    # --- selected settings ---------------------------------------------------------------------
-    L += ["## Selected hyperparameters", ""]
-    rows = []
-    for m in methods:
-        for k in ks if m in BUDGETED else [None]:
-            s = summary[summary["method"] == m]
-            s = s[s["dsgd_k"] == k] if k is not None else s
-            counts = s["setting"].value_counts()
-            rows.append(
-                [
-                    LABELS[m],
-                    k if k is not None else "—",
-                    "; ".join(f"{st} (×{c})" for st, c in counts.items()),
-                ]
-            )
-    L += [_md_table(["learner", "k", "selected setting (number of dataset settings)"], rows), ""]
-
-    # --- verdict -------------------------------------------------------------------------------
-    if "shrinking_gradient" in methods:
-        L += [
-            "## Verdict on the paper's claim",
-            "",
-            "Claim (paper Section 6): at an equal feature budget, Shrinking Gradient reaches a "
-            "lower loss than Doubly SGD and Fixed-Random. Measured: paired difference of test "
-            "loss, SG − other (negative = SG better), mean ± 95% CI over repetitions.",
-            "",
-        ]
-        xs = sorted(summary[xa].dropna().unique()) if xa else [None]
-        verdict_rows = []
-        for other in ("doubly_sgd", "fixed_random"):
-            if other not in methods:
-                continue
-            for k in ks:
-                words, cells = [], []
-                for x in xs:
-                    keys = {"dsgd_k": k} | ({xa: x} if xa else {})
-                    p = paired(runs, "shrinking_gradient", other, keys)
-                    words.append(_verdict_word(p))
-                    cells.append(f"{_fmt(p['mean'], p['ci'], 3)}")
-                L_row = [f"SG < {LABELS[other]}", k] + cells + [_claim_summary(words)]
-                verdict_rows.append(L_row)
-        head = ["claim", "k"] + [f"{xa}={x}" if xa else "all" for x in xs] + ["verdict"]
-        L += [_md_table(head, verdict_rows), ""]
+    lines = [line for section in sections for line in section()]
     path = out_dir / "REPORT.md"
-    path.write_text("\n".join(L) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     return path

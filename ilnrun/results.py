@@ -91,23 +91,28 @@ class CellLog:
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / CELL_LOG
 
-    def read(self) -> dict[str, dict]:
-        """Records by cell id; a partial last line (killed mid-write) is ignored."""
+    def read(self, repair: bool = False) -> dict[str, dict]:
+        """Records by cell id. A torn last line (a write cut short) is never returned; with
+        ``repair`` it is also cut off the file, so that later appends start on a fresh line."""
         out: dict[str, dict] = {}
         if not self.path.exists():
             return out
-        with open(self.path, encoding="utf-8") as fh:
-            for line in fh:
-                if not line.endswith("\n"):
-                    break
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                out[rec["id"]] = rec
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1  # everything after the last newline is a torn record
+        if repair and end < len(data):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(end)
+        for line in data[:end].splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            out[rec["id"]] = rec
         return out
 
     def append(self, record: dict) -> None:
+        """Append one record with a single ``write`` (a kill leaves it whole or torn, never
+        interleaved)."""
         line = (json.dumps(record, allow_nan=True) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -193,7 +193,10 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     t = curve_points(T, cfg["evaluation"]["curve_points"])
     t = t[t <= len(res.losses)]
     running = np.cumsum(res.losses)[t - 1] / t
-    return {"id": cell.id, "row": row, "curve": {"t": t.tolist(), "online_loss": running.tolist()}}
+    curve = {"t": t.tolist(), "online_loss": running.tolist()}
+    if "alpha_l1" in res.extras:  # Shrinking Gradient: |alpha^(t+1)|_1 after round t
+        curve["alpha_l1"] = res.extras["alpha_l1"][t - 1].tolist()
+    return {"id": cell.id, "row": row, "curve": curve}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ def fit(
     cum = np.zeros(T)  # cum[i] = sum_{j <= i} |a_j|   (append-only)
     alpha_new = np.zeros(T)  # alpha_t as appended at round t (0 after a shrink)
     shrinks_before = np.zeros(T, dtype=np.int64)  # K_t: shrinks before round t
+    alpha_l1 = np.zeros(T)  # |alpha^(t+1)|_1 after round t (Lemma 5: <= (16B + 1) eta t)
     s = 1.0
     losses = np.empty(T)
     counters = new_counters()
@@ -111,6 +112,7 @@ def fit(
             s /= 4.0
             counters["shrinks"] += 1
         cum[t] = total + abs(a[t])
+        alpha_l1[t] = s * cum[t]
         if s < RESCALE_BELOW:  # fold the scale into a; rare, see RESCALE_BELOW
             a[: t + 1] *= s
             np.cumsum(np.abs(a[: t + 1]), out=cum[: t + 1])
@@ -119,7 +121,9 @@ def fit(
     n = len(losses)
     final = KernelExpansion(s * a[:n])
     averaged = KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n]))
-    return FitResult(final, losses, counters, diverged, timed_out, averaged)
+    return FitResult(
+        final, losses, counters, diverged, timed_out, averaged, {"alpha_l1": alpha_l1[:n]}
+    )
 
 
 def average_weights(K: np.ndarray) -> np.ndarray:
