@@ -121,9 +121,12 @@ def fit(
     n = len(losses)
     final = KernelExpansion(s * a[:n])
     averaged = KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n]))
-    return FitResult(
-        final, losses, counters, diverged, timed_out, averaged, {"alpha_l1": alpha_l1[:n]}
-    )
+    extras = {  # for diagnostics (Lemma 5, exact regret); not used by the algorithm
+        "alpha_l1": alpha_l1[:n],
+        "alpha_new": alpha_new[:n],
+        "shrinks_before": shrinks_before[:n],
+    }
+    return FitResult(final, losses, counters, diverged, timed_out, averaged, extras)
 
 
 def average_weights(K: np.ndarray) -> np.ndarray:
