@@ -80,6 +80,15 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
         DECAY,
         _p("B", "float", 1.0, "norm bound; shrink when |E_t| >= 16 B", min=0, min_exclusive=True),
         _p("sampler", "str", "iid", "draws of i in Algorithm 2", choices=("iid", "systematic")),
+        _p(
+            "preset",
+            "str",
+            "budget",
+            "'budget': m from the matched budget, eta from the grid; 'theory': Theorem 1's "
+            "eta = B/sqrt(T), m = ceil(c B^4 T log(BT)) (no budget matching)",
+            choices=("budget", "theory"),
+        ),
+        _p("c", "float", 1.0, "constant of the theory preset's m", min=0, min_exclusive=True),
     ),
     "doubly_sgd": (
         ETA,
@@ -160,6 +169,17 @@ EVALUATION_PARAMS = (
         min=1,
         listable=False,
         special=("all",),
+    ),
+    _p(
+        "regret_B",
+        "float",
+        None,
+        "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
+        "f with |f|_H <= B in hindsight (exact kernel, O(T^3) per dataset; null: not computed)",
+        min=0,
+        min_exclusive=True,
+        listable=False,
+        special=(None,),
     ),
     _p(
         "curve_points",
@@ -466,7 +486,12 @@ class Cell:
 
     @property
     def key(self) -> dict:
-        return {**self.data_key, "method": self.method, "hyper": self.hyper, "dsgd_k": self.dsgd_k}
+        """What identifies the cell (and seeds it). Hyperparameters at their default value or
+        unused (``None``) are left out, so adding an optional hyperparameter to ilnrun does not
+        change the seeds of existing experiments."""
+        defaults = {p.name: p.default for p in METHOD_PARAMS[self.method]}
+        hyper = {k: v for k, v in self.hyper.items() if v is not None and v != defaults.get(k)}
+        return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.dsgd_k}
 
     @property
     def id(self) -> str:
@@ -485,15 +510,32 @@ def dataset_settings(cfg: dict) -> list[dict]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
 
 
+def unused_keys(h: dict) -> set[str]:
+    """Hyperparameters a setting does not use: ``decay`` outside the ``inv`` schedule; under the
+    Shrinking Gradient ``theory`` preset its ``eta``/``schedule``/``decay`` (set by Theorem 1),
+    and ``c`` outside it."""
+    out = set() if h.get("schedule") == "inv" else {"decay"}
+    if h.get("preset") == "theory":
+        out |= {"eta", "schedule", "decay"}
+    elif "preset" in h:
+        out.add("c")
+    return out
+
+
+def uses_budget(method: str, h: dict) -> bool:
+    """Whether a setting takes its size (m, k or r) from the matched budget."""
+    return LEARNERS[method].budget_param is not None and h.get("preset") != "theory"
+
+
 def method_grid(params: dict) -> list[dict]:
-    """Expand a method's hyperparameter lists into settings; ``decay`` only matters (and is only
-    varied) for the ``inv`` schedule, so it is ``None`` elsewhere and duplicates are dropped."""
+    """Expand a method's hyperparameter lists into settings; keys a setting does not use
+    (:func:`unused_keys`) are ``None`` and the duplicates this creates are dropped."""
     keys = list(params)
     seen, out = set(), []
     for combo in itertools.product(*[_as_list(params[k]) for k in keys]):
         h = dict(zip(keys, combo, strict=True))
-        if h.get("schedule") != "inv":
-            h["decay"] = None
+        for key in unused_keys(h):
+            h[key] = None
         sig = json.dumps(h, sort_keys=True)
         if sig not in seen:
             seen.add(sig)
@@ -508,8 +550,14 @@ def cells(cfg: dict) -> list[Cell]:
     for data in dataset_settings(cfg):
         for rep in range(cfg["repetitions"]):
             for method, params in cfg["methods"].items():
-                ks = budgets if LEARNERS[method].budget_param else [None]
-                for k in ks:
-                    for h in method_grid(params):
-                        out.append(Cell(len(out), data, rep, method, h, k))
+                grid = method_grid(params)
+                for k in budgets:
+                    out += [
+                        Cell(len(out) + i, data, rep, method, h, k)
+                        for i, h in enumerate(h for h in grid if uses_budget(method, h))
+                    ]
+                out += [
+                    Cell(len(out) + i, data, rep, method, h, None)
+                    for i, h in enumerate(h for h in grid if not uses_budget(method, h))
+                ]
     return out

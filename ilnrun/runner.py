@@ -29,8 +29,11 @@ from .data import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS
 from .learners.base import FeatureExpansion, FitResult, KernelExpansion
+from .learners.shrinking_gradient import theory_preset
+from .schedules import step_sizes
+from .theory import best_in_ball_loss, lemma5_ratio, sg_exact_online_predictions
 
-HYPER_COLUMNS = ("eta", "schedule", "decay", "B", "sampler", "nu", "lam")
+HYPER_COLUMNS = ("eta", "schedule", "decay", "B", "sampler", "nu", "lam", "preset", "c")
 
 
 def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
@@ -43,17 +46,18 @@ def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
 
 @dataclass
 class Instance:
-    """A dataset instance, its feature map and cached kernel blocks ``k(X_split, X_train)``."""
+    """A dataset instance, its feature map and a cache (kernel blocks ``k(X_split, X_train)``,
+    best-in-ball losses) shared by the cells that use the instance."""
 
     data: Dataset
     fmap: FeatureMap
-    kernels: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
 
     def kernel_to_train(self, split: str) -> np.ndarray:
-        if split not in self.kernels:
+        if split not in self.cache:
             X, _ = self.data.split(split)
-            self.kernels[split] = self.fmap.kernel(X, self.data.X_train)
-        return self.kernels[split]
+            self.cache[split] = self.fmap.kernel(X, self.data.X_train)
+        return self.cache[split]
 
 
 _CACHE: OrderedDict[str, Instance] = OrderedDict()
@@ -143,15 +147,57 @@ def curve_points(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
 
 
+def theory_diagnostics(cfg: dict, cell: Cell, res: FitResult, inst: Instance, hyper: dict) -> dict:
+    """Shrinking Gradient's Lemma 5 ratio (``<= 1`` iff the bound held all along the pass) and,
+    when ``evaluation.regret_B`` is set, the regret of kernel-expansion learners against the best
+    ``f`` in the RKHS ball of that radius (Theorem 1), with ``f_t`` evaluated exactly."""
+    out: dict = {}
+    if cell.method == "shrinking_gradient":
+        etas = step_sizes(hyper["schedule"], hyper["eta"], len(inst.data.y_train), hyper["decay"])
+        out["lemma5_max_ratio"] = lemma5_ratio(res.extras["alpha_l1"], etas, hyper["B"])
+    radius = cfg["evaluation"]["regret_B"]
+    if radius is None:
+        return out
+    out.update(best_loss_B=math.nan, regret=math.nan, regret_estimated=math.nan)
+    if res.diverged or res.timed_out or not isinstance(res.predictor, KernelExpansion):
+        return out
+    y = inst.data.y_train
+    K = inst.kernel_to_train("train")
+    key = ("best_in_ball", radius)
+    if key not in inst.cache:
+        inst.cache[key] = best_in_ball_loss(K, y, radius)
+    best = inst.cache[key]
+    if "alpha_new" in res.extras:  # Shrinking Gradient: exact f_t(x_t), not the estimate E_t
+        f = sg_exact_online_predictions(K, res.extras["alpha_new"], res.extras["shrinks_before"])
+        exact = float(0.5 * np.sum((f - y) ** 2))
+    else:  # kernel OGD predicts exactly
+        exact = float(np.sum(res.losses))
+    out.update(
+        best_loss_B=best, regret=exact - best, regret_estimated=float(np.sum(res.losses)) - best
+    )
+    return out
+
+
+def learner_arguments(cell: Cell, budget, T: int) -> dict:
+    """The keyword arguments of the cell's ``fit``: its hyperparameters, the budget size it takes
+    (``m``, ``k`` or ``r``), or Theorem 1's ``eta`` and ``m`` under the ``theory`` preset."""
+    hyper = {k: v for k, v in cell.hyper.items() if k not in ("preset", "c")}
+    if cell.hyper.get("preset") == "theory":
+        hyper["eta"], hyper["m"] = theory_preset(cell.hyper["B"], T, cell.hyper["c"])
+        hyper["schedule"] = "constant"
+    elif budget is not None:
+        param = LEARNERS[cell.method].budget_param
+        hyper[param] = getattr(budget, param)
+    return hyper
+
+
 def run_cell(cfg: dict, cell: Cell) -> dict:
     """Run one cell: build (or reuse) its data, fit its learner, evaluate; return a record."""
     inst = instance(cfg, cell)
     info = LEARNERS[cell.method]
     T = len(inst.data.y_train)
-    hyper = dict(cell.hyper)
     budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
-    if budget is not None:
-        hyper[info.budget_param] = getattr(budget, info.budget_param)
+    hyper = learner_arguments(cell, budget, T)
     fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
     limit = cfg["limits"]["cell_timeout_s"]
     t0 = perf_counter()
@@ -170,7 +216,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         seed=cfg["seed"],
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
-    row.update({k: cell.hyper.get(k) for k in HYPER_COLUMNS})
+    row.update({k: hyper.get(k, cell.hyper.get(k)) for k in HYPER_COLUMNS})
     row.update(
         dsgd_k=cell.dsgd_k,
         budget_match=cfg["budget"]["match"] if budget else None,
@@ -183,6 +229,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
     row.update(reference_losses(inst.data))
+    row.update(theory_diagnostics(cfg, cell, res, inst, hyper))
     row.update(
         diverged=bool(res.diverged),
         timed_out=bool(res.timed_out),
