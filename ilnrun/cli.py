@@ -176,28 +176,42 @@ def report(results_dir: str, out: str | None) -> None:
 
 
 @main.command()
+@click.argument("experiments_dir", type=click.Path(exists=True, file_okay=False))
+def index(experiments_dir: str) -> None:
+    """Write EXPERIMENTS_DIR/README.md indexing every */REPORT.md with its commands and headline."""
+    from .report import build_index
+
+    click.echo(str(build_index(Path(experiments_dir))))
+
+
+@main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
 def validate(config_path: str) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets and the cell count."""
     from .budget import derive
     from .learners import LEARNERS
+    from .learners.shrinking_gradient import theory_preset
 
     cfg = _load(config_path)
     click.echo(C.dump(cfg).rstrip())
-    click.echo("# derived budgets (per T and dsgd_k):")
-    Ts = cfg["dataset"]["T"] if isinstance(cfg["dataset"]["T"], list) else [cfg["dataset"]["T"]]
-    ks = cfg["budget"]["dsgd_k"]
+    cells = C.cells(cfg)
+    Ts = sorted({c.data["T"] for c in cells})
+    budgeted = sorted({c.method for c in cells if c.dsgd_k is not None})
+    if budgeted:
+        click.echo("# derived budgets (per T and dsgd_k):")
     for T in Ts:
-        for k in ks if isinstance(ks, list) else [ks]:
+        for k in sorted({c.dsgd_k for c in cells if c.dsgd_k is not None}):
             b = derive(cfg["budget"]["match"], k, T)
             sizes = ", ".join(
                 f"{LEARNERS[m].budget_param}={getattr(b, LEARNERS[m].budget_param)} ({m})"
-                for m in cfg["methods"]
-                if LEARNERS[m].budget_param
+                for m in budgeted
             )
             click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
-    n = len(C.cells(cfg))
-    click.echo(f"# cells: {n}")
+    theory = {(c.hyper["B"], c.hyper["c"]) for c in cells if c.hyper.get("preset") == "theory"}
+    for B, c in sorted(theory):
+        sizes = "; ".join("T={}: eta={:.4g}, m={:,}".format(T, *theory_preset(B, T, c)) for T in Ts)
+        click.echo(f"# shrinking_gradient theory preset (B={B}, c={c}): {sizes}")
+    click.echo(f"# cells: {len(cells)}")
 
 
 @main.command(name="list")

@@ -25,7 +25,7 @@ from .runner import Progress, execute
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 LOCK = ".lock"
-FIGURE_PREFIXES = ("figure1", "curves", "budget_sweep")
+FIGURE_PREFIXES = ("figure1", "curves", "budget_sweep", "regret")
 
 
 def dataset_keys(cfg: dict) -> list[str]:

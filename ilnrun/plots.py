@@ -67,6 +67,8 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     figures = {"figure1": _figure1(data), "curves": _curves(data)}
     if data.summary.loc[data.budgeted, "dsgd_k"].nunique() >= 2:
         figures["budget_sweep"] = _budget_sweep(data)
+    if data.x == "T" and data.summary.get("regret_mean", pd.Series(dtype=float)).notna().any():
+        figures["regret"] = _regret(data)
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
         for name, fig in figures.items():
@@ -228,13 +230,15 @@ def _band(
     *,
     markers: bool = True,
     log: bool = False,
+    nonnegative: bool = True,
 ) -> None:
     """A line (dashed black for the oracle) with a shaded band ``mean ± half``; a single point
     is drawn with an error bar instead."""
     half = np.nan_to_num(np.asarray(half, dtype=float))
     lo, hi = mean - half, mean + half
     # losses are >= 0: a band reaching below zero stops at 0 (at a tenth of the mean on log axes)
-    lo = np.where(lo > 0, lo, mean / 10 if log else 0.0)
+    if nonnegative:
+        lo = np.where(lo > 0, lo, mean / 10 if log else 0.0)
     style = {
         "color": COLORS[method],
         "label": LABELS[method],
@@ -474,4 +478,34 @@ def _budget_sweep(data: _Data) -> Figure:
         if not drawn:
             _empty(ax)
     _finish(fig, axes, data.header(f"test loss vs budget ({unit} per training pass)"))
+    return fig
+
+
+def _regret(data: _Data) -> Figure:
+    """Theorem 1: regret against the best predictor in the B-ball vs T (selected settings), and
+    regret / √T, which the theorem bounds. Linear y axes: the regret may be negative."""
+    s = data.summary[data.summary["regret_mean"].notna()]
+    fig, axes = _grid(2, 2, width=4.8, height=3.8)
+    for ax, scaled in zip(axes, (False, True), strict=True):
+        for method in (*BUDGETED, ORACLE):
+            r = s[s["method"] == method].sort_values("T")
+            if r.empty:
+                continue
+            x = r["T"].to_numpy(dtype=float)
+            norm = np.sqrt(x) if scaled else 1.0
+            _band(
+                ax,
+                x,
+                r["regret_mean"].to_numpy() / norm,
+                r["regret_ci95"].to_numpy() / norm,
+                method,
+                nonnegative=False,
+            )
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(AXIS_LABELS.get("T", "T"))
+        ax.set_ylabel("regret / √T" if scaled else "regret vs best f in the B-ball")
+        ax.set_title("bounded if regret = O(√T)" if scaled else "mean, 95% CI", fontsize=9.5)
+        ax.grid(alpha=0.3, which="both")
+    _finish(fig, axes, data.header("regret against the best predictor with |f| ≤ B"))
     return fig

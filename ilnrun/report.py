@@ -44,6 +44,53 @@ DATASET_CHOICES = {
         "Validation and test sets are fresh draws from the same distribution, labelled by the "
         "same `a`; all learners and all grid points of a repetition share them.",
     ],
+    "teacher": [
+        "Target in the RKHS of the experiment's own feature map (the paper's construction, "
+        "generalized): `y(x) = Σ_{j∈S} c_j k(x_j, x)` with `S` a uniformly random subset of "
+        "`sparsity` training indices, `c_j ~ N(0, 1)` and `k` the closed-form kernel of the "
+        "configured feature map (built from the training inputs, as the learners' map is).",
+        "Inputs (`inputs`): `gaussian` `N(0, I_D)`; `clipped_gaussian` `max(N(0, I_D), 0)`; "
+        "`sphere` `N(0, I_D)` rows scaled to unit norm, so `k(x, x) = 1` for the `relu` and "
+        "`fourier` kernels. The ReLU features are nonetheless **not** bounded by 1 as the "
+        "paper's analysis assumes: on the sphere `w·x ~ N(0, 1)`, so `ψ = √2 max(0, w·x)` "
+        "exceeds 1 with probability ≈ 0.24 and is unbounded; only its second moment is 1.",
+        "Label noise (`noise`): Gaussian, std = `noise` × RMS of the clean training target, "
+        "added to every split before scaling (0 = noiseless, the default).",
+        "Labels are brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the "
+        "training set and applied to every split (validation and test labels may slightly "
+        "exceed 1).",
+        "Validation and test sets are fresh draws from the same distribution, labelled by the "
+        "same target; all learners and all grid points of a repetition share them.",
+    ],
+    "file": [
+        "Rows of the file are shuffled with the repetition's dataset seed and split into `T` "
+        "training, `n_val` validation and `n_test` test rows (`rest`: all remaining rows), so "
+        "every repetition is a different random split.",
+        "With `standardize: true` each feature is centered and scaled by the mean and standard "
+        "deviation of the training rows only; with `center: true` the training mean of the "
+        "target is subtracted from every split (the learners have no bias term and start at "
+        "`f = 0`).",
+        "Labels are then brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the "
+        "training rows and applied to every split (validation and test labels may exceed 1).",
+        "The target is whatever the file holds: it need not lie in the RKHS of the feature map, "
+        "so the oracle's loss is not zero and no method can reach zero.",
+    ],
+    "diabetes": [
+        "Data: scikit-learn's bundled diabetes set (Efron et al. 2004): 442 patients, 10 raw "
+        "baseline variables (age, sex, bmi, bp, s1–s6), target a quantitative measure of "
+        "disease progression one year later; no download (`pip install 'ilnrun[real]'`).",
+        "Rows are shuffled with the repetition's dataset seed and split into `T` training, "
+        "`n_val` validation and `n_test` test rows (`rest`: all remaining rows), so every "
+        "repetition is a different random split.",
+        "With `standardize: true` each feature is centered and scaled by the mean and standard "
+        "deviation of the training rows only; with `center: true` the training mean of the "
+        "target is subtracted from every split (the learners have no bias term and start at "
+        "`f = 0`, so the zero predictor is the training-mean predictor).",
+        "Labels are then brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the "
+        "training rows and applied to every split (validation and test labels may exceed 1).",
+        "The target is not in any RKHS by construction: the oracle's test loss is the "
+        "reference for what the feature map can reach, not zero.",
+    ],
 }
 FEATURE_CHOICES = {
     "coordinate": "Features: `ψ(x; w) = x[w]`, `w ~ Uniform{0..D−1}`, kernel `k(x, x') = x·x'/D`"
@@ -161,6 +208,32 @@ COMPARISONS = (
 )
 
 
+def _per_T(g: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """Mean and 95% t-interval half-width over repetitions of ``metrics``, per T."""
+    rows = []
+    for T, h in g.groupby("T"):
+        row = {"T": T}
+        for metric in metrics:
+            v = h[metric].dropna().to_numpy(float)
+            n = len(v)
+            row[f"{metric}_mean"] = float(v.mean()) if n else math.nan
+            row[f"{metric}_ci95"] = (
+                t975(n - 1) * float(v.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def regret_slopes(g: pd.DataFrame) -> tuple[float, float] | None:
+    """Least-squares slopes of log(mean regret) against log(T): over all T, and over the three
+    largest T (the asymptotic regime); None with fewer than three positive means."""
+    ok = g[g["regret_mean"] > 0].sort_values("T")
+    if len(ok) < 3:
+        return None
+    x, y = np.log(ok["T"].to_numpy(float)), np.log(ok["regret_mean"].to_numpy(float))
+    return float(np.polyfit(x, y, 1)[0]), float(np.polyfit(x[-3:], y[-3:], 1)[0])
+
+
 class Report:
     """Everything a report section needs, read once from a results directory."""
 
@@ -247,6 +320,16 @@ class Report:
                         for v, ks in by_verdict.items()
                     )
                     L.append(f"- SG reaches a lower {what} than {LABELS[other]}: {parts}.")
+        if self.xa == "T" and "regret" in self.runs and self.runs["regret"].notna().any():
+            for m, setting, g in self.regret_groups():
+                if m == "shrinking_gradient":
+                    L.append(f"- Shrinking Gradient ({setting}): {self.slope_sentence(g)}")
+        if "lemma5_max_ratio" in self.runs and self.runs["lemma5_max_ratio"].notna().any():
+            r = self.runs["lemma5_max_ratio"].dropna()
+            L.append(
+                f"- Lemma 5's bound on |α|₁ {'never failed' if (r <= 1).all() else 'failed'} "
+                f"({len(r)} passes checked after every round; largest |α|₁/bound = {r.max():.3g})."
+            )
         L.append("")
         return L
 
@@ -334,7 +417,7 @@ class Report:
 
     def figures(self) -> list[str]:
         names = []
-        for stem in ("figure1", "budget_sweep", "curves"):
+        for stem in ("figure1", "budget_sweep", "regret", "curves"):
             src = self.results_dir / f"{stem}.png"
             if src.exists():
                 if src.resolve() != (self.out_dir / src.name).resolve():
@@ -345,19 +428,25 @@ class Report:
         return ["## Figures", ""] + [f"![{n}]({n})" for n in names] + [""]
 
     def metric_tables(self) -> list[str]:
-        rowname = self.xa or "—"
+        """One table per budget with a row per x value; with no x axis, one table with a row per
+        budget."""
+        head = [LABELS[m] for m in self.methods]
         L = []
         for metric, title in (("test_loss", "Test loss"), ("online_loss", "Online loss")):
             L += [f"## {title} (mean ± 95% CI over repetitions, selected settings)", ""]
-            for k in self.ks or [None]:
+            if self.xa is None:
                 rows = [
-                    [x if x is not None else "all"]
-                    + [self.cell(m, metric, k, x) for m in self.methods]
-                    for x in self.xs
+                    [k if k is not None else "—"]
+                    + [self.cell(m, metric, k, None) for m in self.methods]
+                    for k in self.ks or [None]
                 ]
+                L += [_md_table(["k"] + head, rows), ""]
+                continue
+            for k in self.ks or [None]:
+                rows = [[x] + [self.cell(m, metric, k, x) for m in self.methods] for x in self.xs]
                 if k is not None:
                     L += [f"Budget k = {k}:", ""]
-                L += [_md_table([rowname] + [LABELS[m] for m in self.methods], rows), ""]
+                L += [_md_table([self.xa] + head, rows), ""]
         return L
 
     def sg_predictors(self) -> list[str]:
@@ -386,6 +475,102 @@ class Report:
                 )
         L += [_md_table(["k", self.xa or "—"] + [c for _, c in cols], rows), ""]
         return L
+
+    def theory(self) -> list[str]:
+        """Theorem 1 (regret against the best f in the B-ball, its log-log slope in T) and
+        Lemma 5 (the bound on |alpha|_1), when the run recorded them."""
+        L: list[str] = []
+        runs = self.runs
+        if "lemma5_max_ratio" in runs and runs["lemma5_max_ratio"].notna().any():
+            r = runs["lemma5_max_ratio"].dropna()
+            L += [
+                "## Lemma 5: |α^(t+1)|₁ ≤ (16B + 1) Σ_{s≤t} η_s",
+                "",
+                f"Checked after every round of every Shrinking Gradient pass ({len(r)} passes): "
+                f"the largest ratio |α|₁ / bound was {r.max():.4g}; the bound "
+                + (
+                    "**never failed**."
+                    if (r <= 1).all()
+                    else f"**failed in {(r > 1).sum()} passes**."
+                )
+                + " (Lemma 5 assumes |y_t| ≤ 1, which the label scaling guarantees on the "
+                "training split.)",
+                "",
+            ]
+        if "regret" not in runs or not runs["regret"].notna().any() or self.xa != "T":
+            return L
+        L += [
+            "## Theorem 1: regret against the best predictor in the B-ball",
+            "",
+            "Regret `R_T = Σ_t ½(f_t(x_t) − y_t)² − min_{‖f‖≤B} Σ_t ½(f(x_t) − y_t)²` with "
+            "`f_t` evaluated exactly (the comparator by the exact kernel); "
+            "`R_T (estimated)` uses Shrinking Gradient's own predictions `E_t` instead. "
+            "Mean ± 95% CI over repetitions, for every Shrinking Gradient setting (the oracle: "
+            "its setting selected on validation loss). The theorem bounds the expected "
+            "regret by O(B√T), i.e. a log-log slope ≤ ½ asymptotically.",
+            "",
+        ]
+        for m, setting, g in self.regret_groups():
+            rows = [
+                [
+                    int(r["T"]),
+                    _fmt(r["regret_mean"], r["regret_ci95"]),
+                    _fmt(r["regret_estimated_mean"], r["regret_estimated_ci95"]),
+                    _fmt(r["regret_mean"] / math.sqrt(r["T"]), None),
+                    _fmt(r["best_loss_B_mean"], None),
+                ]
+                for _, r in g.iterrows()
+            ]
+            L += [
+                f"{LABELS[m]} ({setting}):",
+                "",
+                _md_table(["T", "R_T", "R_T (estimated)", "R_T / √T", "best loss in ball"], rows),
+                "",
+                self.slope_sentence(g),
+                "",
+            ]
+        L += [
+            "Theorem 1 is an upper bound on the expected regret: a negative regret means the "
+            "learner's iterates did better than every predictor in the ball (they are not "
+            "confined to it), which the bound allows. A growing 'best loss in ball' means the "
+            "target lies outside the ball of radius B.",
+            "",
+        ]
+        return L
+
+    def regret_groups(self) -> list[tuple[str, str, pd.DataFrame]]:
+        """Per-T regret statistics (mean, 95% CI over repetitions): every grid setting of
+        Shrinking Gradient, and the validation-selected setting of the other learners."""
+        out = []
+        runs = self.runs[self.runs["regret"].notna()]
+        for m in self.methods:
+            r = runs[runs["method"] == m]
+            if m != "shrinking_gradient":
+                r = r[r["selected"]]
+            groups = (
+                r.groupby("setting", sort=False)
+                if m == "shrinking_gradient"
+                else [("setting selected on validation loss per T", r)]
+            )
+            for setting, g in groups:
+                if len(g):
+                    out.append(
+                        (m, setting, _per_T(g, ("regret", "regret_estimated", "best_loss_B")))
+                    )
+        return out
+
+    @staticmethod
+    def slope_sentence(g: pd.DataFrame) -> str:
+        slopes = regret_slopes(g)
+        dropped = [int(t) for t in g.loc[~(g["regret_mean"] > 0), "T"]]
+        note = f" (T = {', '.join(map(str, dropped))} left out: mean regret ≤ 0)" if dropped else ""
+        if slopes is None:
+            return f"Too few positive mean regrets for a log-log slope{note}."
+        return (
+            f"Log-log slope of mean regret against T: **{slopes[0]:.3f}** over the T with "
+            f"positive mean regret, **{slopes[1]:.3f}** over the three largest of them"
+            f"{note}; Theorem 1's rate is ½."
+        )
 
     def selected(self) -> list[str]:
         rows = []
@@ -449,10 +634,43 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
         r.figures,
         r.metric_tables,
         r.sg_predictors,
+        r.theory,
         r.selected,
         r.verdicts,
     )
     lines = [line for section in sections for line in section()]
     path = out_dir / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def build_index(experiments_dir: Path) -> Path:
+    """Write ``experiments_dir/README.md``: one entry per ``*/REPORT.md`` with its title, the
+    commands that regenerate it and its headline (the ``## Headline`` section, else the first
+    paragraph), all taken from the reports themselves."""
+    experiments_dir = Path(experiments_dir)
+    L = [
+        "# Experiments",
+        "",
+        "_Generated by `ilnrun index experiments` from the reports below; each report is "
+        "generated from its results by `ilnrun report`._",
+        "",
+    ]
+    for report in sorted(experiments_dir.glob("*/REPORT.md")):
+        lines = report.read_text().splitlines()
+        title = lines[0].lstrip("# ").strip() if lines else report.parent.name
+        L += [f"## [{title}]({report.parent.name}/REPORT.md)", ""]
+        if "```" in lines:  # the first code block holds the commands
+            a = lines.index("```")
+            b = lines.index("```", a + 1)
+            L += lines[a : b + 1] + [""]
+        if "## Headline" in lines:
+            a = lines.index("## Headline") + 1
+            b = next((i for i in range(a, len(lines)) if lines[i].startswith("## ")), len(lines))
+            L += [x for x in lines[a:b] if x.strip()] + [""]
+        else:
+            body = [x for x in lines[1:] if x.strip() and not x.startswith(("#", "_", "`"))]
+            L += body[:1] + [""]
+    path = experiments_dir / "README.md"
+    path.write_text("\n".join(L) + "\n")
     return path

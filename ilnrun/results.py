@@ -28,6 +28,10 @@ METRICS = (
     "test_loss_estimated",
     "test_nmse",
     "test_loss_zero",
+    "regret",
+    "regret_estimated",
+    "best_loss_B",
+    "lemma5_max_ratio",
 )
 
 INT_COLUMNS = ("dsgd_k", "budget_target", "m", "k", "r")
@@ -182,7 +186,7 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
         row["n"] = len(sel)
         for c in ("train_evals", "features_sampled", "shrinks", "test_evals", "wall_s"):
             row[f"{c}_mean"] = float(sel[c].mean())
-        for metric in METRICS:
+        for metric in (m for m in METRICS if m in sel):
             v = sel[metric].to_numpy(dtype=float)
             v = v[~np.isnan(v)]
             n = len(v)

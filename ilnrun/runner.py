@@ -151,7 +151,7 @@ def theory_diagnostics(cfg: dict, cell: Cell, res: FitResult, inst: Instance, hy
     """Shrinking Gradient's Lemma 5 ratio (``<= 1`` iff the bound held all along the pass) and,
     when ``evaluation.regret_B`` is set, the regret of kernel-expansion learners against the best
     ``f`` in the RKHS ball of that radius (Theorem 1), with ``f_t`` evaluated exactly."""
-    out: dict = {}
+    out: dict = {"lemma5_max_ratio": math.nan}
     if cell.method == "shrinking_gradient":
         etas = step_sizes(hyper["schedule"], hyper["eta"], len(inst.data.y_train), hyper["decay"])
         out["lemma5_max_ratio"] = lemma5_ratio(res.extras["alpha_l1"], etas, hyper["B"])
