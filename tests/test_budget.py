@@ -128,3 +128,16 @@ def test_derived_sizes_match_target_within_rounding(T, k, match):
     assert exp["doubly_sgd"][key] == b.target
     assert exp["fixed_random"][key] == b.r * (T if match == "evaluations" else 1)
     assert exp["shrinking_gradient"][key] == b.m * (T - 1) * (2 if match == "evaluations" else 1)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 8, 16])
+@pytest.mark.parametrize("T", [200, 201, 1000])
+def test_three_learners_agree_within_one_percent_of_each_other(k, T):
+    """Under `evaluations` the formulas give DSGD k T (T+1)/2, FR r T and SG 2 m (T-1): at the
+    sizes of configs/figure1.yaml every pair agrees within 1% (ties in r are broken towards
+    SG's count; k = 1, T = 200 is the tightest case: 20 100, 20 200, 20 298)."""
+    b = budget.derive("evaluations", k, T)
+    counts = [b.k * T * (T + 1) // 2, b.r * T, 2 * b.m * (T - 1)]
+    for a in counts:
+        for c in counts:
+            assert abs(a - c) <= 0.01 * b.target
