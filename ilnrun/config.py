@@ -114,6 +114,83 @@ DATASET_PARAMS: dict[str, tuple[Param, ...]] = {
         _p("sparsity", "int", 10, "training points in the target's expansion (<= T)", min=1),
         _p("normalize_rows", "bool", False, "scale every x to unit norm"),
     ),
+    "teacher": (
+        _p("D", "int", 20, "input dimension", min=1),
+        _p("T", "int", 200, "training examples (one online pass)", min=2),
+        _p("n_val", "int", 500, "validation examples", min=1),
+        _p("n_test", "int", 2000, "test examples", min=1),
+        _p(
+            "sparsity",
+            "int",
+            10,
+            "training points x_j in the target y = sum_j c_j k(x_j, x), c_j ~ N(0, 1) (<= T)",
+            min=1,
+        ),
+        _p(
+            "inputs",
+            "str",
+            "sphere",
+            "x ~ N(0, I_D), max(N(0, I_D), 0), or N(0, I_D) scaled to unit norm",
+            choices=("gaussian", "clipped_gaussian", "sphere"),
+        ),
+        _p(
+            "noise",
+            "float",
+            0.0,
+            "label noise std as a fraction of the clean training target's RMS (added to every "
+            "split before labels are scaled into [-1, 1])",
+            min=0,
+        ),
+    ),
+    "file": (
+        _p(
+            "path",
+            "str",
+            None,
+            "a .csv (header row of names) or .npz (one 1-D array per column) file, relative "
+            "to the working directory (required)",
+            special=(None,),
+        ),
+        _p("target", "str", None, "the label column (required)", special=(None,)),
+        _p(
+            "features",
+            "str",
+            "all",
+            "'all' (every column but the target) or comma-separated column names",
+        ),
+        _p("T", "int", 200, "training rows (one online pass)", min=2),
+        _p("n_val", "int", 100, "validation rows", min=1),
+        _p(
+            "n_test",
+            "int",
+            "rest",
+            "test rows, or 'rest' (all remaining rows)",
+            min=1,
+            special=("rest",),
+        ),
+        _p("standardize", "bool", True, "z-score features with training-split statistics"),
+        _p("center", "bool", True, "subtract the training-split mean of the target"),
+    ),
+    "diabetes": (
+        _p(
+            "features",
+            "str",
+            "all",
+            "'all' or comma-separated names among age, sex, bmi, bp, s1..s6",
+        ),
+        _p("T", "int", 200, "training rows (one online pass; 442 rows in all)", min=2),
+        _p("n_val", "int", 100, "validation rows", min=1),
+        _p(
+            "n_test",
+            "int",
+            "rest",
+            "test rows, or 'rest' (all remaining rows)",
+            min=1,
+            special=("rest",),
+        ),
+        _p("standardize", "bool", True, "z-score features with training-split statistics"),
+        _p("center", "bool", True, "subtract the training-split mean of the target"),
+    ),
 }
 
 FEATURE_MAP_PARAMS: dict[str, tuple[Param, ...]] = {
@@ -422,12 +499,42 @@ def _as_list(v: Any) -> list:
     return v if isinstance(v, list) else [v]
 
 
+def _dataset_checks(cfg: dict, problems: list) -> None:
+    """What the dataset section needs beyond its keys' ranges: ``sparsity <= T``; a feature map
+    with a closed-form kernel for datasets labelled by that kernel; the file (or package) of
+    every dataset setting, checked by :func:`ilnrun.data.check` (a key given as a list is
+    named with the index of the offending value)."""
+    from .data import NEEDS_FEATURE_MAP, check
+
+    ds = cfg["dataset"]
+    if "sparsity" in ds:
+        for T, sp in itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"])):
+            if sp > T:
+                problems.append(("dataset.sparsity", f"must be <= T, got sparsity={sp} with T={T}"))
+                break
+    fm = cfg["feature_map"]["kind"]
+    if ds["kind"] in NEEDS_FEATURE_MAP and not HAS_KERNEL[fm]:
+        problems.append(
+            (
+                "dataset.kind",
+                f"{ds['kind']!r} labels data with the feature map's kernel; feature map {fm!r} "
+                "has no closed-form kernel",
+            )
+        )
+    seen = set()
+    for setting in dataset_settings(cfg):
+        for key, msg in check(setting):
+            path = f"dataset.{key}"
+            if isinstance(ds.get(key), list):
+                path += f"[{ds[key].index(setting[key])}]"
+            if (path, msg) not in seen:
+                seen.add((path, msg))
+                problems.append((path, msg))
+
+
 def _cross_checks(cfg: dict, problems: list) -> None:
     ds = cfg["dataset"]
-    for _i, (T, sp) in enumerate(itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"]))):
-        if sp > T:
-            problems.append(("dataset.sparsity", f"must be <= T, got sparsity={sp} with T={T}"))
-            break
+    _dataset_checks(cfg, problems)
     if "kernel_ogd" in cfg["methods"] and not HAS_KERNEL[cfg["feature_map"]["kind"]]:
         problems.append(
             (

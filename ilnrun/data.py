@@ -1,18 +1,49 @@
-"""Datasets. Each builder returns train / validation / test splits drawn from one distribution,
-shared by every learner and every hyperparameter setting of a repetition (DESIGN §4).
+"""Datasets. Each builder takes the dataset rng first and returns train / validation / test
+splits drawn from one distribution, shared by every learner and every hyperparameter setting of a
+repetition (DESIGN §4). In every dataset the labels are brought into ``[-1, 1]`` by **one**
+factor ``1 / max_i |y_i|`` computed on the training split and applied to every split (validation
+and test labels may therefore exceed 1 slightly); ``info["label_scale"]`` records it.
 
 ``clipped_gaussian`` (ILN paper Section 6): ``x = max(N(0, I_D), 0)``; the target weight vector is
 a random sparse combination of training points ``a = sum_{j in S} c_j x_j`` with ``|S| = sparsity``
 and ``c_j ~ N(0, 1)`` (so the target lies in the RKHS of the coordinate kernel); ``y = X a``.
-Labels are brought into ``[-1, 1]`` by one factor ``1 / max_i |y_i|`` computed on the training
-set and applied to every split (validation / test labels may therefore exceed 1 slightly).
+
+``teacher``: the same construction for *any* feature map with a closed-form kernel:
+``y(x) = sum_{j in S} c_j k(x_j, x)`` with ``S`` a uniformly random set of ``sparsity`` training
+indices, ``c_j ~ N(0, 1)`` and ``k`` the kernel of the experiment's feature map (built from the
+training inputs exactly as the runner builds it, so e.g. the ``fourier`` median bandwidth is the
+same). Inputs ``x ~ inputs``: ``gaussian`` ``N(0, I_D)``; ``clipped_gaussian`` ``max(N(0, I_D),
+0)``; ``sphere`` Gaussian rows scaled to unit norm. Optional label noise: ``noise`` is the ratio
+of the noise std to the RMS of the clean training target; it is added to every split *before* the
+scaling, so training labels stay in ``[-1, 1]`` and ``noise`` does not depend on the kernel's
+scale.
+
+``file``: a CSV (header row of column names) or NPZ (one 1-D array per column, named by its key)
+file; ``features`` is ``all`` (every column but the target) or a comma-separated list of column
+names; rows are shuffled with the dataset rng and split into ``T`` training, ``n_val`` validation
+and ``n_test`` test rows (``rest``: every remaining row). With ``standardize`` each feature column
+is centered and scaled by the mean and standard deviation of the **training** rows (a constant
+column is only centered); with ``center`` the target's training mean is subtracted from every
+split (the learners have no bias term and start at ``f = 0``). Then labels are scaled as above.
+
+``diabetes``: scikit-learn's bundled diabetes data (442 patients, 10 raw baseline variables, target
+a measure of disease progression one year later; Efron et al. 2004), loaded without a download
+(``pip install 'ilnrun[real]'``) and handled exactly like ``file``.
+
+Problems with a file (missing, unreadable, missing or non-numeric columns, NaNs, too few rows)
+raise :class:`DataError` naming the dataset key; :func:`check` returns them as a list so that
+``ilnrun validate`` / ``ilnrun run`` report them before any cell runs.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from .features import build_feature_map
 
 
 @dataclass
@@ -29,6 +60,14 @@ class Dataset:
 
     def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         return getattr(self, f"X_{name}"), getattr(self, f"y_{name}")
+
+
+class DataError(Exception):
+    """A dataset that cannot be built; ``key`` is the offending key under ``dataset``."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.message = key, message
+        super().__init__(f"dataset.{key}: {message}")
 
 
 def _normalize_rows(X: np.ndarray) -> np.ndarray:
@@ -69,10 +108,319 @@ def clipped_gaussian(
     )
 
 
-DATASETS = {"clipped_gaussian": clipped_gaussian}
+# ----------------------------------------------------------------------------------------------
+# teacher: a target in the RKHS of the experiment's feature map
+
+INPUTS = ("gaussian", "clipped_gaussian", "sphere")
 
 
-def build_dataset(spec: dict, rng: np.random.Generator) -> Dataset:
-    """Build one dataset instance from a resolved dataset setting (axes already fixed)."""
+def draw_inputs(rng: np.random.Generator, kind: str, n: int, D: int) -> np.ndarray:
+    """``n`` inputs in ``R^D`` from the named distribution (see the module docstring)."""
+    X = rng.standard_normal((n, D))
+    if kind == "clipped_gaussian":
+        return np.maximum(X, 0.0)
+    if kind == "sphere":
+        return _normalize_rows(X)
+    if kind == "gaussian":
+        return X
+    raise ValueError(f"unknown input distribution {kind!r} (one of {', '.join(INPUTS)})")
+
+
+def _scale_labels(y: np.ndarray, T: int) -> tuple[np.ndarray, float]:
+    """Divide every split by ``max |y_train|`` (the first ``T`` entries); return the factor."""
+    peak = float(np.max(np.abs(y[:T])))
+    return (y / peak, 1.0 / peak) if peak > 0 else (y, 1.0)
+
+
+def teacher(
+    rng: np.random.Generator,
+    *,
+    D: int,
+    T: int,
+    n_val: int,
+    n_test: int,
+    sparsity: int,
+    inputs: str = "sphere",
+    noise: float = 0.0,
+    feature_map: dict | None = None,
+) -> Dataset:
+    """``y(x) = sum_{j in S} c_j k(x_j, x)`` with ``k`` the kernel of ``feature_map`` (a resolved
+    ``feature_map`` config section); see the module docstring for every choice."""
+    if feature_map is None:
+        raise ValueError("the teacher dataset needs the experiment's feature_map section")
+    n = T + n_val + n_test
+    X = np.ascontiguousarray(draw_inputs(rng, inputs, n, D))
+    support = rng.choice(T, size=sparsity, replace=False)
+    c = rng.standard_normal(sparsity)
+    fmap = build_feature_map(feature_map, X[:T])
+    y = fmap.kernel(X, X[support]) @ c
+    noise_std = 0.0
+    if noise > 0:
+        noise_std = float(noise * np.sqrt(np.mean(y[:T] ** 2)))
+        y = y + noise_std * rng.standard_normal(n)
+    y, label_scale = _scale_labels(y, T)
+    info = {
+        "label_scale": label_scale,
+        "support": support.tolist(),
+        "coefficients": c.tolist(),
+        "noise_std_unscaled": noise_std,
+        "feature_map": fmap.describe(),
+    }
+    return Dataset(
+        X[:T], y[:T], X[T : T + n_val], y[T : T + n_val], X[T + n_val :], y[T + n_val :], info
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# tables: file (CSV / NPZ) and bundled real data
+
+TABLE_SUFFIXES = (".csv", ".npz")
+Table = dict  # column name -> 1-D array, in file order
+
+
+def read_table(path: str) -> Table:
+    """Columns of a CSV (header row) or NPZ (one 1-D array per key) file; errors name ``path``."""
+    p = Path(path)
+    if p.suffix.lower() not in TABLE_SUFFIXES:
+        raise DataError("path", f"{path!r}: unsupported file type; use a .csv or .npz file")
+    if not p.is_file():
+        raise DataError("path", f"file {path!r} does not exist")
+    if p.suffix.lower() == ".csv":
+        import pandas as pd
+
+        try:
+            df = pd.read_csv(p)
+        except pd.errors.EmptyDataError:
+            raise DataError("path", f"{path!r} is empty") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+            raise DataError("path", f"{path!r} is not a readable CSV file: {exc}") from None
+        names = [str(c) for c in df.columns]
+        if len(set(names)) != len(names):
+            raise DataError("path", f"{path!r} has repeated column names")
+        return {str(c): df[c].to_numpy() for c in df.columns}
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            table = {k: z[k] for k in z.files}
+    except ValueError as exc:  # object arrays (allow_pickle=False) and malformed archives
+        raise DataError("path", f"{path!r} is not a readable NPZ file of arrays: {exc}") from None
+    except (OSError, EOFError) as exc:
+        raise DataError("path", f"{path!r} is not a readable NPZ file: {exc}") from None
+    if not table:
+        raise DataError("path", f"{path!r} holds no arrays")
+    lengths = set()
+    for k, v in table.items():
+        if v.ndim != 1:
+            raise DataError(
+                "path", f"{path!r}: array {k!r} must be 1-D (one column), got {v.shape}"
+            )
+        lengths.add(len(v))
+    if len(lengths) > 1:
+        raise DataError("path", f"{path!r}: columns have different lengths {sorted(lengths)}")
+    return table
+
+
+def feature_names(features: str, target: str, columns: list[str]) -> list[str]:
+    """``all`` (every column but the target) or the comma-separated names, checked."""
+    if features.strip() == "all":
+        names = [c for c in columns if c != target]
+    else:
+        names = [f.strip() for f in features.split(",")]
+        if any(not f for f in names):
+            raise DataError("features", f"empty column name in {features!r}")
+        if len(set(names)) != len(names):
+            raise DataError("features", f"repeated column names in {features!r}")
+        if target in names:
+            raise DataError("features", f"the target column {target!r} cannot be a feature")
+    missing = [f for f in names if f not in columns]
+    if missing:
+        raise DataError(
+            "features",
+            f"column(s) {', '.join(map(repr, missing))} not found (columns: {', '.join(columns)})",
+        )
+    if not names:
+        raise DataError("features", "no feature columns")
+    return names
+
+
+def _numeric_column(v: np.ndarray, name: str, key: str) -> np.ndarray:
+    """``v`` as float64; non-numeric values, NaNs and infinities raise naming the column."""
+    if v.dtype.kind in "biuf":
+        x = v.astype(float)
+    else:
+        x = np.empty(len(v))
+        for i, s in enumerate(v):
+            try:
+                x[i] = float(s)
+            except (TypeError, ValueError):
+                raise DataError(
+                    key, f"column {name!r} is not numeric: data row {i} (0-based) holds {s!r}"
+                ) from None
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        what = "missing (NaN)" if np.isnan(x[first]) else "infinite"
+        raise DataError(
+            key,
+            f"column {name!r} has {int(bad.sum())} missing or infinite value(s); "
+            f"first at data row {first} (0-based, header not counted): {what}",
+        )
+    return x
+
+
+def split_sizes(n: int, T: int, n_val: int, n_test: int | str) -> tuple[int, int, int]:
+    """``(T, n_val, n_test)`` for a table of ``n`` rows; raises when there are too few."""
+    rest = n - T - n_val
+    if n_test == "rest":
+        if rest < 1:
+            raise DataError(
+                "T",
+                f"too few rows: T + n_val = {T + n_val} leaves no test row (the data has {n})",
+            )
+        return T, n_val, rest
+    if rest < n_test:
+        raise DataError(
+            "T",
+            f"too few rows: T + n_val + n_test = {T + n_val + n_test} but the data has {n}",
+        )
+    return T, n_val, int(n_test)
+
+
+def table_arrays(
+    table: Table, features: str, target: str, T: int, n_val: int, n_test: int | str
+) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
+    """``(X, y, feature names, split sizes)`` from a table, every problem a DataError."""
+    columns = list(table)
+    if target not in columns:
+        raise DataError("target", f"column {target!r} not found (columns: {', '.join(columns)})")
+    names = feature_names(features, target, columns)
+    X = np.column_stack([_numeric_column(table[f], f, "features") for f in names])
+    y = _numeric_column(table[target], target, "target")
+    sizes = split_sizes(len(y), T, n_val, n_test)
+    return X, y, names, sizes
+
+
+def _tabular(
+    rng: np.random.Generator,
+    X: np.ndarray,
+    y: np.ndarray,
+    sizes: tuple[int, int, int],
+    standardize: bool,
+    center: bool,
+    info: dict,
+) -> Dataset:
+    """Shuffle with ``rng``, split, standardize / center with training statistics, scale."""
+    T, n_val, n_test = sizes
+    order = rng.permutation(len(y))[: T + n_val + n_test]
+    X, y = X[order], y[order]
+    if standardize:
+        mean, std = X[:T].mean(axis=0), X[:T].std(axis=0)
+        X = (X - mean) / np.where(std > 0, std, 1.0)
+    if center:
+        y = y - y[:T].mean()
+    y, label_scale = _scale_labels(y, T)
+    X = np.ascontiguousarray(X)
+    info = {**info, "label_scale": label_scale, "rows": order.tolist()}
+    return Dataset(
+        X[:T], y[:T], X[T : T + n_val], y[T : T + n_val], X[T + n_val :], y[T + n_val :], info
+    )
+
+
+def file(
+    rng: np.random.Generator,
+    *,
+    path: str,
+    target: str,
+    features: str = "all",
+    T: int = 200,
+    n_val: int = 100,
+    n_test: int | str = "rest",
+    standardize: bool = True,
+    center: bool = True,
+) -> Dataset:
+    """A CSV / NPZ file; see the module docstring for every choice."""
+    X, y, names, sizes = table_arrays(read_table(path), features, target, T, n_val, n_test)
+    return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
+
+
+DIABETES_INSTALL = "pip install 'ilnrun[real]'"
+
+
+def diabetes_table() -> Table:
+    """scikit-learn's bundled diabetes data, raw (unscaled) values; ``target`` is the label."""
+    if importlib.util.find_spec("sklearn") is None:
+        raise DataError(
+            "kind",
+            f"the 'diabetes' dataset needs scikit-learn, which is not installed: "
+            f"{DIABETES_INSTALL}",
+        )
+    from sklearn.datasets import load_diabetes
+
+    b = load_diabetes(scaled=False)
+    table = {name: b.data[:, i] for i, name in enumerate(b.feature_names)}
+    table["target"] = b.target
+    return table
+
+
+def diabetes(
+    rng: np.random.Generator,
+    *,
+    features: str = "all",
+    T: int = 200,
+    n_val: int = 100,
+    n_test: int | str = "rest",
+    standardize: bool = True,
+    center: bool = True,
+) -> Dataset:
+    """scikit-learn's diabetes data (442 rows, 10 features); see the module docstring."""
+    X, y, names, sizes = table_arrays(diabetes_table(), features, "target", T, n_val, n_test)
+    return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
+
+
+# ----------------------------------------------------------------------------------------------
+# registry
+
+DATASETS = {
+    "clipped_gaussian": clipped_gaussian,
+    "teacher": teacher,
+    "file": file,
+    "diabetes": diabetes,
+}
+# datasets whose labels depend on the experiment's feature map (they need its closed-form kernel)
+NEEDS_FEATURE_MAP = frozenset({"teacher"})
+
+
+def check(spec: dict) -> list[tuple[str, str]]:
+    """Problems ``(dataset key, message)`` that only the data can reveal (files: existence,
+    columns, values, rows; packages), found without building the splits. Empty if none."""
+    try:
+        if spec["kind"] == "file":
+            if spec["path"] is None:
+                raise DataError("path", "is required: a .csv or .npz file")
+            if spec["target"] is None:
+                raise DataError("target", "is required: the name of the label column")
+            table = read_table(spec["path"])
+            table_arrays(
+                table, spec["features"], spec["target"], spec["T"], spec["n_val"], spec["n_test"]
+            )
+        elif spec["kind"] == "diabetes":
+            table_arrays(
+                diabetes_table(),
+                spec["features"],
+                "target",
+                spec["T"],
+                spec["n_val"],
+                spec["n_test"],
+            )
+    except DataError as exc:
+        return [(exc.key, exc.message)]
+    return []
+
+
+def build_dataset(spec: dict, rng: np.random.Generator, feature_map: dict | None = None) -> Dataset:
+    """Build one dataset instance from a resolved dataset setting (axes already fixed);
+    ``feature_map`` (the resolved ``feature_map`` section) is passed to the datasets that need
+    the experiment's kernel (:data:`NEEDS_FEATURE_MAP`)."""
     params = {k: v for k, v in spec.items() if k != "kind"}
+    if spec["kind"] in NEEDS_FEATURE_MAP:
+        params["feature_map"] = feature_map
     return DATASETS[spec["kind"]](rng, **params)

@@ -656,10 +656,10 @@ def build_index(experiments_dir: Path) -> Path:
         "generated from its results by `ilnrun report`._",
         "",
     ]
-    for report in sorted(experiments_dir.glob("*/REPORT.md")):
+    for report in sorted(experiments_dir.glob("**/REPORT.md")):
         lines = report.read_text().splitlines()
         title = lines[0].lstrip("# ").strip() if lines else report.parent.name
-        L += [f"## [{title}]({report.parent.name}/REPORT.md)", ""]
+        L += [f"## [{title}]({report.relative_to(experiments_dir)})", ""]
         if "```" in lines:  # the first code block holds the commands
             a = lines.index("```")
             b = lines.index("```", a + 1)

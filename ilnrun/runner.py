@@ -71,7 +71,7 @@ def instance(cfg: dict, cell: Cell) -> Instance:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     rng = np.random.default_rng(seed_sequence(cfg["seed"], cell.data_key))
-    data = build_dataset(cell.data, rng)
+    data = build_dataset(cell.data, rng, cfg["feature_map"])
     inst = Instance(data, build_feature_map(cfg["feature_map"], data.X_train))
     _CACHE[key] = inst
     while len(_CACHE) > _CACHE_SIZE:
@@ -211,6 +211,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
+    row.update({f"fmap_{k}": v for k, v in inst.fmap.describe().items() if k != "kind"})
     row.update(
         repetition=cell.rep,
         seed=cfg["seed"],
