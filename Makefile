@@ -27,5 +27,10 @@ reproduce-figure1: install
 	$(BIN)/ilnrun run configs/figure1.yaml --jobs $(JOBS)
 	MPLBACKEND=Agg $(BIN)/ilnrun plot results/figure1
 
+# Benchmarks (a few minutes; not part of `make test`): prints a table and writes
+# experiments/performance/REPORT.md. Run it on an otherwise idle machine.
+bench: install
+	MPLBACKEND=Agg $(BIN)/python bench/run_bench.py --jobs $(JOBS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -34,10 +34,12 @@ class FeatureMap(ABC):
 
     @abstractmethod
     def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """Paired evaluation ``v[j] = psi(X[rows[j]]; W[j])`` (shape ``(len(W),)``)."""
+        """Paired evaluation ``v[j] = psi(X[rows[j]]; W[j])`` (shape ``(len(W),)``), a new array
+        the caller may modify in place."""
 
     def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """``v[j] = psi(x; W[j])`` for one input ``x`` (shape ``(len(W),)``)."""
+        """``v[j] = psi(x; W[j])`` for one input ``x`` (shape ``(len(W),)``), a new array the
+        caller may modify in place (the learners scale it without a copy)."""
         return self.matrix(x[None, :], W)[0]
 
     @abstractmethod

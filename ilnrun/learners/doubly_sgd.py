@@ -39,49 +39,60 @@ def fit(
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round."""
     T = len(y)
-    gammas = step_sizes(schedule, eta, T, decay)
+    gammas = step_sizes(schedule, eta, T, decay).tolist()  # Python floats: cheaper per round
+    y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
     W = None  # stored omegas, allocated on the first draw (shape depends on the map)
     c = np.zeros(k * T)  # alpha = s * c
     s = 1.0
     losses = np.empty(T)
-    counters = new_counters()
+    train_evals = features_sampled = 0  # counted in the loop (DESIGN §3)
     diverged = timed_out = False
+    point, sample = fmap.point, fmap.sample
 
     for t in range(T):
         if t and out_of_time(deadline):
             timed_out = True
             losses = losses[:t]
             break
+        x_t, y_t = X[t], y_list[t]
         n_old = k * t
         if n_old:
-            psi_old = fmap.point(X[t], W[:n_old])
-            counters["train_evals"] += psi_old.size
+            psi_old = point(x_t, W[:n_old])
+            train_evals += psi_old.size
             f_t = s * float(c[:n_old] @ psi_old)
         else:
             f_t = 0.0
-        losses[t] = 0.5 * (f_t - y[t]) ** 2
+        losses[t] = 0.5 * (f_t - y_t) ** 2
         if is_divergent(f_t):
             diverged = True
             losses = losses[: t + 1]
             break
-        omega = fmap.sample(rng, k)
-        counters["features_sampled"] += len(omega)
+        omega = sample(rng, k)
+        features_sampled += len(omega)
         if W is None:
             W = np.empty((k * T,) + omega.shape[1:], dtype=omega.dtype)
         W[n_old : n_old + k] = omega
-        psi_new = fmap.point(X[t], omega)
-        counters["train_evals"] += psi_new.size
-        alpha_new = -gammas[t] * (f_t - y[t]) * psi_new / k
+        psi_new = point(x_t, omega)
+        train_evals += psi_new.size
+        # alpha_{t,.} = -gamma_t (f_t - y_t) psi_new / k, stored as c = alpha / s (in place)
+        psi_new *= -gammas[t] * (f_t - y_t)
+        if k != 1:  # (x / 1 is x exactly: skipping it changes no bit)
+            psi_new /= k
         factor = 1.0 - gammas[t] * nu
         if factor > 0.0:
             s *= factor
         else:  # a step so large that the decay factor is not positive: apply it directly
             c[:n_old] *= factor
-        c[n_old : n_old + k] = alpha_new / s
+        if s == 1.0:  # always when nu = 0
+            c[n_old : n_old + k] = psi_new
+        else:
+            np.divide(psi_new, s, out=c[n_old : n_old + k])
         if s < RESCALE_BELOW:
             c[: n_old + k] *= s
             s = 1.0
 
+    counters = new_counters()
+    counters.update(train_evals=train_evals, features_sampled=features_sampled)
     n_feat = k * len(losses) if not diverged else k * (len(losses) - 1)
     predictor = FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap)
     return FitResult(predictor, losses, counters, diverged, timed_out)

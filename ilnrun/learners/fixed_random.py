@@ -35,29 +35,36 @@ def fit(
 ) -> FitResult:
     """One online pass of SGD on ``r`` fixed random features."""
     T = len(y)
-    etas = step_sizes(schedule, eta, T, decay)
-    counters = new_counters()
+    etas = step_sizes(schedule, eta, T, decay).tolist()  # Python floats: cheaper per round
+    y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
     W = fmap.sample(rng, r)
-    counters["features_sampled"] += len(W)
+    features_sampled = len(W)
+    train_evals = 0  # counted in the loop (DESIGN §3)
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta = np.zeros(r)
     losses = np.empty(T)
     diverged = timed_out = False
+    point = fmap.point
     for t in range(T):
         if t and out_of_time(deadline):
             timed_out = True
             losses = losses[:t]
             break
-        z = fmap.point(X[t], W) * inv_sqrt_r
-        counters["train_evals"] += z.size
+        y_t = y_list[t]
+        z = point(X[t], W)
+        z *= inv_sqrt_r
+        train_evals += z.size
         yhat = float(beta @ z)
-        losses[t] = 0.5 * (yhat - y[t]) ** 2
+        losses[t] = 0.5 * (yhat - y_t) ** 2
         if is_divergent(yhat):
             diverged = True
             losses = losses[: t + 1]
             break
         if lam:
             beta *= 1.0 - etas[t] * lam
-        beta -= etas[t] * (yhat - y[t]) * z
+        z *= etas[t] * (yhat - y_t)
+        beta -= z
+    counters = new_counters()
+    counters.update(train_evals=train_evals, features_sampled=features_sampled)
     predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
     return FitResult(predictor, losses, counters, diverged, timed_out)
