@@ -75,6 +75,19 @@ def _normalize_rows(X: np.ndarray) -> np.ndarray:
     return X / np.where(norms > 0, norms, 1.0)
 
 
+def _scale_labels(y: np.ndarray, T: int) -> tuple[np.ndarray, float]:
+    """Divide every split by ``max |y_train|`` (the first ``T`` entries); return the factor."""
+    peak = float(np.max(np.abs(y[:T])))
+    return (y / peak, 1.0 / peak) if peak > 0 else (y, 1.0)
+
+
+def _splits(X: np.ndarray, y: np.ndarray, T: int, n_val: int, info: dict) -> Dataset:
+    """Rows ``[0, T)`` train, ``[T, T + n_val)`` validation, the rest test."""
+    return Dataset(
+        X[:T], y[:T], X[T : T + n_val], y[T : T + n_val], X[T + n_val :], y[T + n_val :], info
+    )
+
+
 def clipped_gaussian(
     rng: np.random.Generator,
     *,
@@ -94,18 +107,9 @@ def clipped_gaussian(
     c = rng.standard_normal(sparsity)
     a = c @ X[support]
     y = X @ a
-    scale = float(np.max(np.abs(y[:T])))
-    y = y / scale if scale > 0 else y
+    y, label_scale = _scale_labels(y, T)
     X = np.ascontiguousarray(X)
-    return Dataset(
-        X[:T],
-        y[:T],
-        X[T : T + n_val],
-        y[T : T + n_val],
-        X[T + n_val :],
-        y[T + n_val :],
-        info={"label_scale": 1.0 / scale if scale > 0 else 1.0, "support": support.tolist()},
-    )
+    return _splits(X, y, T, n_val, {"label_scale": label_scale, "support": support.tolist()})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -124,12 +128,6 @@ def draw_inputs(rng: np.random.Generator, kind: str, n: int, D: int) -> np.ndarr
     if kind == "gaussian":
         return X
     raise ValueError(f"unknown input distribution {kind!r} (one of {', '.join(INPUTS)})")
-
-
-def _scale_labels(y: np.ndarray, T: int) -> tuple[np.ndarray, float]:
-    """Divide every split by ``max |y_train|`` (the first ``T`` entries); return the factor."""
-    peak = float(np.max(np.abs(y[:T])))
-    return (y / peak, 1.0 / peak) if peak > 0 else (y, 1.0)
 
 
 def teacher(
@@ -166,9 +164,7 @@ def teacher(
         "noise_std_unscaled": noise_std,
         "feature_map": fmap.describe(),
     }
-    return Dataset(
-        X[:T], y[:T], X[T : T + n_val], y[T : T + n_val], X[T + n_val :], y[T + n_val :], info
-    )
+    return _splits(X, y, T, n_val, info)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,9 +316,7 @@ def _tabular(
     y, label_scale = _scale_labels(y, T)
     X = np.ascontiguousarray(X)
     info = {**info, "label_scale": label_scale, "rows": order.tolist()}
-    return Dataset(
-        X[:T], y[:T], X[T : T + n_val], y[T : T + n_val], X[T + n_val :], y[T + n_val :], info
-    )
+    return _splits(X, y, T, n_val, info)
 
 
 def file(
