@@ -180,7 +180,8 @@ def _budget_text(rows: pd.DataFrame, k: int) -> str:
     unit = _unit(rows)
     targets = rows["budget_target"].dropna().unique()
     if len(targets) != 1:  # the target depends on T, which varies inside the panel
-        return f"budget k={k}: {_span(rows['budget_target'])} {unit} per pass"
+        lo, hi = rows["budget_target"].min(), rows["budget_target"].max()
+        return f"budget k={k}: {int(lo):,}–{int(hi):,}\n{unit} per pass"
     sizes = [
         f"{col}={_fmt(vals[0])}"
         for col, method in (("m", "shrinking_gradient"), ("r", "fixed_random"))
@@ -319,8 +320,12 @@ def _figure1(data: _Data) -> Figure:
         if data.x is None:
             ax.set_xticks([0.0], [data.x_text(None) or "single setting"])
             ax.set_xlim(-1, 1)
-        elif ticklabels is not None or len(xs) <= 8:
-            ax.set_xticks(pos, ticklabels or [_fmt(v) for v in xs])
+        else:
+            if ticklabels is None and _use_log(pos) and pos.max() / pos.min() > 20:
+                ax.set_xscale("log")  # e.g. T = 200 ... 20 000: equal ratios, equal spacing
+                ax.xaxis.set_minor_locator(NullLocator())
+            if ticklabels is not None or len(xs) <= 8:
+                ax.set_xticks(pos, ticklabels or [_fmt(v) for v in xs])
         if log:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
