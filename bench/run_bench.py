@@ -137,7 +137,7 @@ def roofline(X: np.ndarray, weights: np.ndarray, m: int, stride: int, sorted_sea
         c = cum[: t - 1]
         u = rng.random(m)
         u *= cum[t - 1]
-        i = draw_indices(c, u) if sorted_search else c.searchsorted(u, side="right")
+        i = draw_indices(c, u)[0] if sorted_search else c.searchsorted(u, side="right")
         w = rng.integers(0, d, m)
         float(np.dot(X[i, w], X[t][w]))
     return m * len(rounds) / (time.perf_counter() - t0)

@@ -27,10 +27,14 @@ def test_draw_indices_equals_searchsorted(m, t):
     keys[: m // 10] = cum[rng.integers(0, t, m // 10)]  # ties with the sums
     keys[m // 10 : m // 5] = keys[0]  # repeated keys
     keys[-1] = cum[-1]  # at the end (u * total rounded up to total)
-    np.testing.assert_array_equal(draw_indices(cum, keys), cum.searchsorted(keys, side="right"))
+    i, order, i_sorted = draw_indices(cum, keys)
+    np.testing.assert_array_equal(i, cum.searchsorted(keys, side="right"))
+    if order is not None:
+        np.testing.assert_array_equal(i_sorted, i[order])
+        assert np.all(np.diff(i_sorted) >= 0)
     ordered = np.sort(keys)
     np.testing.assert_array_equal(
-        draw_indices(cum, ordered, keys_sorted=True), cum.searchsorted(ordered, side="right")
+        draw_indices(cum, ordered, keys_sorted=True)[0], cum.searchsorted(ordered, side="right")
     )
 
 

@@ -23,7 +23,9 @@ Cost per round is O(m log t), independent of the number of stored examples (DESI
   of ``i`` are one vectorized ``searchsorted(cum, u * cum[-1])``; for ``m`` and ``t`` of a few
   hundred and more the keys are searched in sorted order (an ``argsort`` of ``u``, then the
   indices are put back in draw order): the same indices, about twice as fast, because a binary
-  search over random keys mispredicts its branches (:func:`draw_indices`);
+  search over random keys mispredicts its branches (:func:`draw_indices`); the features of the
+  stored ``x_i`` are then read in that ascending row order too and put back in draw order
+  (:func:`gather_pairs`), so the estimate is the same, bit for bit;
 - the averaged predictor ``fbar = (1/T) sum_{t=1..T} f_t`` (Corollary 1) needs only the appended
   ``alpha_t`` and the shrink count before each round (O(1) per round); its weights come from one
   backward recursion at the end (:func:`average_weights`).
@@ -50,15 +52,30 @@ RESCALE_BELOW = 1e-150
 SORTED_SEARCH_FROM = 512
 
 
-def draw_indices(cum: np.ndarray, keys: np.ndarray, keys_sorted: bool = False) -> np.ndarray:
-    """``cum.searchsorted(keys, side="right")``, searching the keys in sorted order when that is
-    faster. The result is the same array, element for element, in the order of ``keys``."""
+def draw_indices(
+    cum: np.ndarray, keys: np.ndarray, keys_sorted: bool = False
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``i = cum.searchsorted(keys, side="right")`` in the order of ``keys``, searching the keys
+    in sorted order when that is faster; then also returns ``order`` (``keys[order]`` sorted)
+    and ``i[order]`` (ascending), else ``None, None``."""
     if keys_sorted or len(keys) < SORTED_SEARCH_FROM or len(cum) < SORTED_SEARCH_FROM:
-        return cum.searchsorted(keys, side="right")
+        return cum.searchsorted(keys, side="right"), None, None
     order = keys.argsort()
+    i_sorted = cum.searchsorted(keys.take(order), side="right")
     i = np.empty(len(keys), dtype=np.intp)
-    i[order] = cum.searchsorted(keys.take(order), side="right")
-    return i
+    i[order] = i_sorted
+    return i, order, i_sorted
+
+
+def gather_pairs(pairs, X: np.ndarray, i: np.ndarray, w: np.ndarray, order, i_sorted):
+    """``pairs(X, i, w)``: with ``order`` given, evaluated in ascending row order (the rows of a
+    large ``X`` are then read nearly sequentially instead of at random) and put back in draw
+    order — the same values, element for element, so the estimate is unchanged."""
+    if order is None:
+        return pairs(X, i, w)
+    out = np.empty(len(i))
+    out[order] = pairs(X, i_sorted, w.take(order, axis=0))
+    return out
 
 
 def theory_preset(B: float, T: int, c: float) -> tuple[float, int]:
@@ -117,9 +134,9 @@ def fit(
             u *= total
             # searching the first t - 1 sums gives min(searchsorted(cum[:t], u), t - 1): an
             # index past the end (u * total rounded up to total) is clamped to the last example
-            i = draw_indices(cum[: t - 1], u, keys_sorted=offsets is not None)
+            i, order, i_sorted = draw_indices(cum[: t - 1], u, keys_sorted=offsets is not None)
             w = sample(rng, m)
-            psi_i = pairs(X, i, w)
+            psi_i = gather_pairs(pairs, X, i, w, order, i_sorted)
             psi_t = point(X[t], w)
             features_sampled += len(w)
             train_evals += psi_i.size + psi_t.size
