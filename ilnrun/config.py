@@ -105,6 +105,21 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     "kernel_ogd": (ETA, SCHEDULE, DECAY),
 }
 
+# Splits and scaling shared by the datasets read from tables (file, diabetes).
+TABLE_SPLIT_PARAMS = (
+    _p("n_val", "int", 100, "validation rows", min=1),
+    _p(
+        "n_test",
+        "int",
+        "rest",
+        "test rows, or 'rest' (all remaining rows)",
+        min=1,
+        special=("rest",),
+    ),
+    _p("standardize", "bool", True, "z-score features with training-split statistics"),
+    _p("center", "bool", True, "subtract the training-split mean of the target"),
+)
+
 DATASET_PARAMS: dict[str, tuple[Param, ...]] = {
     "clipped_gaussian": (
         _p("D", "int", 600, "input dimension", min=1),
@@ -159,17 +174,7 @@ DATASET_PARAMS: dict[str, tuple[Param, ...]] = {
             "'all' (every column but the target) or comma-separated column names",
         ),
         _p("T", "int", 200, "training rows (one online pass)", min=2),
-        _p("n_val", "int", 100, "validation rows", min=1),
-        _p(
-            "n_test",
-            "int",
-            "rest",
-            "test rows, or 'rest' (all remaining rows)",
-            min=1,
-            special=("rest",),
-        ),
-        _p("standardize", "bool", True, "z-score features with training-split statistics"),
-        _p("center", "bool", True, "subtract the training-split mean of the target"),
+        *TABLE_SPLIT_PARAMS,
     ),
     "diabetes": (
         _p(
@@ -179,17 +184,7 @@ DATASET_PARAMS: dict[str, tuple[Param, ...]] = {
             "'all' or comma-separated names among age, sex, bmi, bp, s1..s6",
         ),
         _p("T", "int", 200, "training rows (one online pass; 442 rows in all)", min=2),
-        _p("n_val", "int", 100, "validation rows", min=1),
-        _p(
-            "n_test",
-            "int",
-            "rest",
-            "test rows, or 'rest' (all remaining rows)",
-            min=1,
-            special=("rest",),
-        ),
-        _p("standardize", "bool", True, "z-score features with training-split statistics"),
-        _p("center", "bool", True, "subtract the training-split mean of the target"),
+        *TABLE_SPLIT_PARAMS,
     ),
 }
 
