@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from .budget import MATCHES, derive
+from .features import FEATURE_MAPS
 from .learners import LEARNERS
 from .schedules import SCHEDULES
 
@@ -205,7 +206,7 @@ FEATURE_MAP_PARAMS: dict[str, tuple[Param, ...]] = {
         ),
     ),
 }
-HAS_KERNEL = {"coordinate": True, "relu": True, "fourier": True}
+HAS_KERNEL = {name: cls.has_kernel for name, cls in FEATURE_MAPS.items()}
 
 BUDGET_PARAMS = (
     _p(

@@ -159,6 +159,9 @@ class Fourier(FeatureMap):
         return {"kind": self.name, "sigma": self.sigma, "sigma_rule": self.sigma_rule}
 
 
+FEATURE_MAPS: dict[str, type[FeatureMap]] = {c.name: c for c in (Coordinate, ReLU, Fourier)}
+
+
 def median_distance(X: np.ndarray, max_points: int = 1000) -> float:
     """Median heuristic: the median pairwise Euclidean distance among (the first
     ``max_points``) rows of ``X``; deterministic given ``X``."""
