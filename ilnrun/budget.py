@@ -1,73 +1,98 @@
-"""Feature budgets: derive ``k`` (Doubly SGD), ``r`` (Fixed-Random) and ``m`` (Shrinking
-Gradient) from one budget so that every learner calculates the same number of features
-(ILN paper Section 6, "the same overall number of features is calculated"; DESIGN §3).
+"""Feature budgets: one budget, and the size each budgeted learner takes from it so that every
+learner calculates the same number of features (ILN paper Section 6, "the same overall number of
+features is calculated"; docs/budgets.md).
 
 Unit: one evaluation of ``psi(x; w)`` for one ``(x, w)`` pair during training.
 
-- ``evaluations`` (default) equalizes ``train_evals``:
-  Doubly SGD spends ``k T (T+1) / 2`` (round t evaluates the ``k (t-1)`` earlier features and its
-  ``k`` new ones on ``x_t``); Fixed-Random ``r T``; Shrinking Gradient ``2 m`` per round after the
-  first (one ``psi`` on the stored ``x_i``, one on ``x_t``; ``alpha = 0`` at round 1).
-  Hence ``m = k T (T+1) / (4 (T-1))`` rounded to the nearest integer, and ``r = k (T+1) / 2``,
-  exact for even ``k`` or odd ``T``; otherwise a half-integer, rounded towards Shrinking
-  Gradient's count (k = 1, T = 200 gives m = 51, r = 101: 20 298, 20 200 and 20 100 evaluations,
-  all within 1% of each other).
-- ``samples`` equalizes ``features_sampled``: Doubly SGD ``k T``, Fixed-Random ``r``, Shrinking
-  Gradient ``m (T-1)``. Hence ``r = k T`` and ``m = k T / (T-1)``, rounded.
+The budget is given as Doubly SGD's ``k`` features per round (``budget.dsgd_k``): a pass of ``T``
+rounds in which every round draws ``k`` features and evaluates all features drawn so far on its
+input spends ``k T (T+1) / 2`` evaluations and draws ``k T`` features. That is the **target**,
+in the unit of the convention ``match``:
 
-The learners count their own evaluations; ``tests/test_budget.py`` checks the counters against
-these targets.
+- ``evaluations`` (default) equalizes ``train_evals``: target ``k T (T+1) / 2``;
+- ``samples`` equalizes ``features_sampled``: target ``k T``.
+
+Every budgeted learner declares (in its :class:`~ilnrun.learners.base.BudgetSize`) what one unit
+of its size costs over a pass; its size is the target divided by that cost, rounded to the
+nearest integer. The proposed learner rounds halves to even (Python's ``round``); a competitor
+whose quotient is exactly half-way breaks the tie towards the proposed learner's spend, so that
+all learners agree as closely as possible (``k = 1, T = 200``: ``m = 51``, ``r = 101``: 20 298,
+20 200 and 20 100 evaluations, within 1% of each other).
+
+The learners count their own evaluations; ``tests/test_budget.py`` and the contract tests check
+the counters against ``expected`` of each spec.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 MATCHES = ("evaluations", "samples")
 
 
 @dataclass(frozen=True)
 class Budget:
-    """Per-learner sizes derived from one budget."""
+    """One budget and the size of every budgeted learner (``sizes``: size name -> value)."""
 
     match: str
-    k: int  # Doubly SGD features per round
-    r: int  # Fixed-Random features
-    m: int  # Shrinking Gradient samples per round
-    target: int  # the matched quantity (train_evals or features_sampled) of Doubly SGD
+    dsgd_k: int
+    T: int
+    target: int  # the matched quantity (train_evals or features_sampled)
+    sizes: dict[str, int] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    def size(self, name: str) -> int:
+        return self.sizes[name]
+
+    def __getattr__(self, name: str) -> int:  # ``budget.m``: a size by its name
+        sizes = self.__dict__.get("sizes", {})
+        if name in sizes:
+            return sizes[name]
+        raise AttributeError(name)
+
+
+def target(match: str, dsgd_k: int, T: int) -> int:
+    """The budget of ``dsgd_k`` features per round over ``T`` rounds, in the unit of ``match``."""
+    if match == "evaluations":
+        return dsgd_k * T * (T + 1) // 2
+    if match == "samples":
+        return dsgd_k * T
+    raise ValueError(f"unknown budget convention {match!r}; expected one of {MATCHES}")
 
 
 def derive(match: str, dsgd_k: int, T: int) -> Budget:
-    """Derive ``(k, r, m)`` and the budget target from Doubly SGD's ``k`` and ``T``."""
+    """The target and every registered budgeted learner's size (see the module docstring)."""
+    from .learners import LEARNERS
+
     if T < 2:
         raise ValueError(f"T must be >= 2 to match budgets, got {T}")
     k = int(dsgd_k)
-    if match == "evaluations":
-        target = k * T * (T + 1) // 2
-        m = round(k * T * (T + 1) / (4 * (T - 1)))
-        # r = k (T + 1) / 2; when that is a half-integer (k odd, T even) the tie is broken
-        # towards Shrinking Gradient's 2 m (T - 1), so all three agree as closely as possible
-        lo = (k * (T + 1)) // 2
-        ties = (lo, lo + 1) if k * (T + 1) % 2 else (lo,)
-        r = min(ties, key=lambda c: abs(c * T - 2 * m * (T - 1)))
-    elif match == "samples":
-        target = k * T
-        r = k * T
-        m = round(k * T / (T - 1))
-    else:
-        raise ValueError(f"unknown budget convention {match!r}; expected one of {MATCHES}")
-    return Budget(match=match, k=k, r=int(r), m=int(m), target=int(target))
+    goal = target(match, k, T)
+    specs = [s for s in LEARNERS.values() if s.budget is not None]
+    specs.sort(key=lambda s: s.role != "proposed")  # the proposed learner first (stable)
+    sizes: dict[str, int] = {}
+    anchor = None  # the proposed learner's spend
+    for s in specs:
+        cost = s.budget.cost(match, T)
+        q = Fraction(goal, cost)
+        if s.role == "proposed" or q.denominator != 2:
+            size = round(q)
+        else:  # exactly half-way: towards the proposed learner's spend
+            lo = q.numerator // 2
+            ref = goal if anchor is None else anchor
+            size = min((lo, lo + 1), key=lambda c: abs(c * cost - ref))
+        sizes[s.budget.name] = int(size)
+        if s.role == "proposed" and anchor is None:
+            anchor = size * cost
+    return Budget(match=match, dsgd_k=k, T=T, target=int(goal), sizes=sizes)
 
 
-def expected_counts(method: str, budget: Budget, T: int) -> dict[str, int]:
-    """The DESIGN §3 formulas for a learner's counters under ``budget`` (for checks and tests)."""
-    if method == "doubly_sgd":
-        return {"train_evals": budget.k * T * (T + 1) // 2, "features_sampled": budget.k * T}
-    if method == "fixed_random":
-        return {"train_evals": budget.r * T, "features_sampled": budget.r}
-    if method == "shrinking_gradient":
-        return {"train_evals": 2 * budget.m * (T - 1), "features_sampled": budget.m * (T - 1)}
-    raise ValueError(f"{method!r} has no feature budget")
+def expected_counts(method: str, budget: Budget, T: int | None = None) -> dict[str, int]:
+    """The counters learner ``method`` must report under ``budget`` (its spec's formula; ``T``
+    defaults to the budget's)."""
+    from .learners import LEARNERS
+
+    b = LEARNERS[method].budget
+    if b is None:
+        raise ValueError(f"{method!r} has no feature budget")
+    return b.expected(budget.size(b.name), budget.T if T is None else T)

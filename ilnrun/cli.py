@@ -1,4 +1,4 @@
-"""Command line (DESIGN §7): ``ilnrun run | plot | validate | list``.
+"""Command line (docs/architecture.md §1): ``ilnrun run | plot | validate | list``.
 
 Exit status: 0 on success, 2 on a bad config or bad arguments (the message names the key path; no
 traceback), 1 on any other failure.
@@ -187,61 +187,72 @@ def index(experiments_dir: str) -> None:
 @main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
 def validate(config_path: str) -> None:
-    """Check CONFIG.yaml; print the resolved config, the derived budgets and the cell count."""
+    """Check CONFIG.yaml; print the resolved config, the derived budgets, the cell count and the
+    estimated size of the largest cell."""
     from .budget import derive
+    from .config.schema import largest_cell
     from .learners import LEARNERS
-    from .learners.shrinking_gradient import theory_preset
 
     cfg = _load(config_path)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
     Ts = sorted({c.data["T"] for c in cells})
-    budgeted = sorted({c.method for c in cells if c.dsgd_k is not None})
+    budgeted = [m for m in LEARNERS if any(c.method == m and c.dsgd_k for c in cells)]
     if budgeted:
         click.echo("# derived budgets (per T and dsgd_k):")
     for T in Ts:
         for k in sorted({c.dsgd_k for c in cells if c.dsgd_k is not None}):
             b = derive(cfg["budget"]["match"], k, T)
             sizes = ", ".join(
-                f"{LEARNERS[m].budget_param}={getattr(b, LEARNERS[m].budget_param)} ({m})"
+                f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
                 for m in budgeted
             )
             click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
-    theory = {(c.hyper["B"], c.hyper["c"]) for c in cells if c.hyper.get("preset") == "theory"}
-    for B, c in sorted(theory):
-        sizes = "; ".join("T={}: eta={:.4g}, m={:,}".format(T, *theory_preset(B, T, c)) for T in Ts)
-        click.echo(f"# shrinking_gradient theory preset (B={B}, c={c}): {sizes}")
-    click.echo(f"# cells: {len(cells)}")
+    for name, params in cfg["methods"].items():
+        notes = LEARNERS[name].notes
+        if notes is not None:
+            for line in notes(C.method_grid(name, params), Ts):
+                click.echo(f"# {line}")
+    est = largest_cell(cfg)
+    click.echo(
+        f"# cells: {len(cells)}; largest cell: ~{est['memory'] / 2**20:,.0f} MiB, "
+        f"{est['evaluations']:,} training evaluations"
+    )
 
 
 @main.command(name="list")
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
+    from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
+    from .data import DATASETS
+    from .features import FEATURE_MAPS
     from .learners import LEARNERS
 
     click.echo("learners (methods.<name>; a list is a grid searched on validation loss):")
-    for name, info in LEARNERS.items():
-        size = f"; budget size {info.budget_param}" if info.budget_param else "; no budget"
-        click.echo(f"  {name}: {info.summary}{size}")
-        for p in C.METHOD_PARAMS[name]:
+    for name, spec in LEARNERS.items():
+        size = f"; budget size {spec.budget.name}" if spec.budget else "; no budget"
+        click.echo(f"  {name} ({spec.role}): {spec.summary}{size}")
+        for p in spec.params:
             click.echo(f"      {p.describe()}")
     click.echo("feature maps (feature_map.kind):")
-    for name, params in C.FEATURE_MAP_PARAMS.items():
-        kern = "closed-form kernel" if C.HAS_KERNEL[name] else "no closed-form kernel"
+    for name, fmap in FEATURE_MAPS.items():
+        kern = "closed-form kernel" if fmap.has_kernel else "no closed-form kernel"
         click.echo(f"  {name} ({kern})")
-        for p in params:
+        for p in fmap.params:
             click.echo(f"      {p.describe()}")
     click.echo("datasets (dataset.kind; a list under dataset is an axis of the experiment):")
-    for name, params in C.DATASET_PARAMS.items():
-        click.echo(f"  {name}")
+    for name, ds in DATASETS.items():
+        click.echo(f"  {name}: {ds.summary}")
+        for p in ds.params:
+            click.echo(f"      {p.describe()}")
+    for section, params in (
+        ("budget", BUDGET_PARAMS),
+        ("evaluation", EVALUATION_PARAMS),
+        ("limits", LIMITS_PARAMS),
+    ):
+        click.echo(f"{section}:")
         for p in params:
             click.echo(f"      {p.describe()}")
-    click.echo("budget:")
-    for p in C.BUDGET_PARAMS:
-        click.echo(f"      {p.describe()}")
-    click.echo("evaluation:")
-    for p in C.EVALUATION_PARAMS:
-        click.echo(f"      {p.describe()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,6 @@
 """Datasets. Each builder takes the dataset rng first and returns train / validation / test
 splits drawn from one distribution, shared by every learner and every hyperparameter setting of a
-repetition (DESIGN §4). In every dataset the labels are brought into ``[-1, 1]`` by **one**
+repetition (docs/protocol.md). In every dataset the labels are brought into ``[-1, 1]`` by **one**
 factor ``1 / max_i |y_i|`` computed on the training split and applied to every split (validation
 and test labels may therefore exceed 1 slightly); ``info["label_scale"]`` records it.
 
@@ -33,17 +33,23 @@ a measure of disease progression one year later; Efron et al. 2004), loaded with
 Problems with a file (missing, unreadable, missing or non-numeric columns, NaNs, too few rows)
 raise :class:`DataError` naming the dataset key; :func:`check` returns them as a list so that
 ``ilnrun validate`` / ``ilnrun run`` report them before any cell runs.
+
+Every dataset is declared once, as a :class:`DatasetSpec` in ``DATASETS`` at the end of this
+module: its builder, its config parameters, its checks and the text the report prints about it
+(docs/architecture.md §6).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .features import build_feature_map
+from .params import Param
 
 
 @dataclass
@@ -371,50 +377,274 @@ def diabetes(
 
 
 # ----------------------------------------------------------------------------------------------
-# registry
+# registry: one spec per dataset
 
-DATASETS = {
-    "clipped_gaussian": clipped_gaussian,
-    "teacher": teacher,
-    "file": file,
-    "diabetes": diabetes,
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Everything the pipeline knows about one dataset kind.
+
+    ``build(rng, **params)`` draws one instance (``feature_map=`` is passed too when
+    ``needs_kernel``: the labels use the experiment's kernel); ``params`` are its config keys
+    (``dataset.<key>``; every dataset has ``T``, the length of the online pass); ``check(spec)``
+    returns problems ``(key, message)`` only the data can reveal; ``choices`` are the sentences
+    the report prints about it.
+    """
+
+    name: str
+    build: Callable[..., Dataset]
+    params: tuple[Param, ...]
+    summary: str
+    choices: tuple[str, ...] = ()
+    needs_kernel: bool = False
+    check: Callable[[dict], list[tuple[str, str]]] | None = None
+
+
+def _p(name, type_, default, doc, **kw) -> Param:
+    return Param(name, type_, default, doc, **kw)
+
+
+def _T(default: int, doc: str = "training examples (one online pass)") -> Param:
+    return _p("T", "int", default, doc, min=2, label="training examples per pass T")
+
+
+def _synthetic_sizes(D: int) -> tuple[Param, ...]:
+    return (
+        _p("D", "int", D, "input dimension", min=1, label="input dimension D"),
+        _T(200),
+        _p("n_val", "int", 500, "validation examples", min=1, label="validation examples n_val"),
+        _p("n_test", "int", 2000, "test examples", min=1, label="test examples n_test"),
+    )
+
+
+SPARSITY_LABEL = "target sparsity (support points)"
+SCALE_CHOICE = (
+    "Labels are brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the training "
+    "set and applied to every split (validation and test labels may slightly exceed 1)."
+)
+SHARED_SPLITS = (
+    "Validation and test sets are fresh draws from the same distribution, labelled by the same "
+    "target; all learners and all grid points of a repetition share them."
+)
+
+# Splits and scaling shared by the datasets read from tables (file, diabetes).
+TABLE_SPLIT_PARAMS = (
+    _p("n_val", "int", 100, "validation rows", min=1),
+    _p(
+        "n_test",
+        "int",
+        "rest",
+        "test rows, or 'rest' (all remaining rows)",
+        min=1,
+        special=("rest",),
+    ),
+    _p("standardize", "bool", True, "z-score features with training-split statistics"),
+    _p("center", "bool", True, "subtract the training-split mean of the target"),
+)
+TABLE_CHOICES = (
+    "Rows are shuffled with the repetition's dataset seed and split into `T` training, `n_val` "
+    "validation and `n_test` test rows (`rest`: all remaining rows), so every repetition is a "
+    "different random split.",
+    "With `standardize: true` each feature is centered and scaled by the mean and standard "
+    "deviation of the training rows only; with `center: true` the training mean of the target "
+    "is subtracted from every split (the learners have no bias term and start at `f = 0`, so "
+    "the zero predictor is then the training-mean predictor).",
+    "Labels are then brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the "
+    "training rows and applied to every split (validation and test labels may exceed 1).",
+    "The target is whatever the data hold: it need not lie in the RKHS of the feature map, so "
+    "the oracle's test loss is the reference for what the feature map can reach, not zero.",
+)
+
+
+def _check_file(spec: dict) -> None:
+    if spec["path"] is None:
+        raise DataError("path", "is required: a .csv or .npz file")
+    if spec["target"] is None:
+        raise DataError("target", "is required: the name of the label column")
+    table_arrays(
+        read_table(spec["path"]),
+        spec["features"],
+        spec["target"],
+        spec["T"],
+        spec["n_val"],
+        spec["n_test"],
+    )
+
+
+def _check_diabetes(spec: dict) -> None:
+    table_arrays(
+        diabetes_table(), spec["features"], "target", spec["T"], spec["n_val"], spec["n_test"]
+    )
+
+
+def _problems(check: Callable[[dict], None]) -> Callable[[dict], list[tuple[str, str]]]:
+    """A check that raises :class:`DataError` as one that returns its problems."""
+
+    def run(spec: dict) -> list[tuple[str, str]]:
+        try:
+            check(spec)
+        except DataError as exc:
+            return [(exc.key, exc.message)]
+        return []
+
+    return run
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    s.name: s
+    for s in (
+        DatasetSpec(
+            name="clipped_gaussian",
+            build=clipped_gaussian,
+            summary="the paper's Figure 1 data: clipped-Gaussian inputs, target in the RKHS of "
+            "the coordinate kernel",
+            params=(
+                *_synthetic_sizes(600),
+                _p(
+                    "sparsity",
+                    "int",
+                    10,
+                    "training points in the target's expansion (<= T)",
+                    min=1,
+                    label=SPARSITY_LABEL,
+                ),
+                _p(
+                    "normalize_rows",
+                    "bool",
+                    False,
+                    "scale every x to unit norm",
+                    label="rows normalized to unit norm",
+                ),
+            ),
+            choices=(
+                "Inputs `x = max(N(0, I_D), 0)`: standard Gaussian with negative values clipped "
+                "to 0 (paper Section 6).",
+                "Target: `a = Σ_{j∈S} c_j x_j` with `S` a uniformly random subset of `sparsity` "
+                "training indices and `c_j ~ N(0, 1)`; labels `y = X a` (no noise). The paper "
+                "says only 'a random sparse linear combination of the training points'.",
+                SCALE_CHOICE + " The paper does not say how labels are scaled.",
+                "Rows are not normalized unless `normalize_rows: true`.",
+                SHARED_SPLITS,
+            ),
+        ),
+        DatasetSpec(
+            name="teacher",
+            build=teacher,
+            summary="a target in the RKHS of the experiment's own feature map (needs its kernel)",
+            needs_kernel=True,
+            params=(
+                *_synthetic_sizes(20),
+                _p(
+                    "sparsity",
+                    "int",
+                    10,
+                    "training points x_j in the target y = sum_j c_j k(x_j, x), c_j ~ N(0, 1) "
+                    "(<= T)",
+                    min=1,
+                    label=SPARSITY_LABEL,
+                ),
+                _p(
+                    "inputs",
+                    "str",
+                    "sphere",
+                    "x ~ N(0, I_D), max(N(0, I_D), 0), or N(0, I_D) scaled to unit norm",
+                    choices=INPUTS,
+                ),
+                _p(
+                    "noise",
+                    "float",
+                    0.0,
+                    "label noise std as a fraction of the clean training target's RMS (added to "
+                    "every split before labels are scaled into [-1, 1])",
+                    min=0,
+                ),
+            ),
+            choices=(
+                "Target in the RKHS of the experiment's own feature map (the paper's "
+                "construction, generalized): `y(x) = Σ_{j∈S} c_j k(x_j, x)` with `S` a uniformly "
+                "random subset of `sparsity` training indices, `c_j ~ N(0, 1)` and `k` the "
+                "closed-form kernel of the configured feature map (built from the training "
+                "inputs, as the learners' map is).",
+                "Inputs (`inputs`): `gaussian` `N(0, I_D)`; `clipped_gaussian` `max(N(0, I_D), "
+                "0)`; `sphere` `N(0, I_D)` rows scaled to unit norm, so `k(x, x) = 1` for the "
+                "`relu` and `fourier` kernels. The ReLU features are nonetheless **not** bounded "
+                "by 1 as the paper's analysis assumes: on the sphere `w·x ~ N(0, 1)`, so "
+                "`ψ = √2 max(0, w·x)` exceeds 1 with probability ≈ 0.24 and is unbounded; only "
+                "its second moment is 1.",
+                "Label noise (`noise`): Gaussian, std = `noise` × RMS of the clean training "
+                "target, added to every split before scaling (0 = noiseless, the default).",
+                SCALE_CHOICE,
+                SHARED_SPLITS,
+            ),
+        ),
+        DatasetSpec(
+            name="file",
+            build=file,
+            summary="your own data: a CSV (header row) or NPZ file, one row per example",
+            params=(
+                _p(
+                    "path",
+                    "path",
+                    None,
+                    "a .csv (header row of names) or .npz (one 1-D array per column) file; a "
+                    "relative path is relative to the config file's folder (required)",
+                    special=(None,),
+                ),
+                _p("target", "str", None, "the label column (required)", special=(None,)),
+                _p(
+                    "features",
+                    "strlist",
+                    "all",
+                    "'all' (every column but the target), comma-separated column names, or a "
+                    "list of column names",
+                ),
+                _T(200, "training rows (one online pass)"),
+                *TABLE_SPLIT_PARAMS,
+            ),
+            choices=TABLE_CHOICES,
+            check=_problems(_check_file),
+        ),
+        DatasetSpec(
+            name="diabetes",
+            build=diabetes,
+            summary="scikit-learn's bundled diabetes data (442 rows, 10 features; extra 'real')",
+            params=(
+                _p(
+                    "features",
+                    "strlist",
+                    "all",
+                    "'all', comma-separated names or a list of names among age, sex, bmi, bp, "
+                    "s1..s6",
+                ),
+                _T(200, "training rows (one online pass; 442 rows in all)"),
+                *TABLE_SPLIT_PARAMS,
+            ),
+            choices=(
+                "Data: scikit-learn's bundled diabetes set (Efron et al. 2004): 442 patients, "
+                "10 raw baseline variables (age, sex, bmi, bp, s1–s6), target a quantitative "
+                "measure of disease progression one year later; no download "
+                "(`pip install 'ilnrun[real]'`).",
+                *TABLE_CHOICES,
+            ),
+            check=_problems(_check_diabetes),
+        ),
+    )
 }
-# datasets whose labels depend on the experiment's feature map (they need its closed-form kernel)
-NEEDS_FEATURE_MAP = frozenset({"teacher"})
 
 
 def check(spec: dict) -> list[tuple[str, str]]:
     """Problems ``(dataset key, message)`` that only the data can reveal (files: existence,
     columns, values, rows; packages), found without building the splits. Empty if none."""
-    try:
-        if spec["kind"] == "file":
-            if spec["path"] is None:
-                raise DataError("path", "is required: a .csv or .npz file")
-            if spec["target"] is None:
-                raise DataError("target", "is required: the name of the label column")
-            table = read_table(spec["path"])
-            table_arrays(
-                table, spec["features"], spec["target"], spec["T"], spec["n_val"], spec["n_test"]
-            )
-        elif spec["kind"] == "diabetes":
-            table_arrays(
-                diabetes_table(),
-                spec["features"],
-                "target",
-                spec["T"],
-                spec["n_val"],
-                spec["n_test"],
-            )
-    except DataError as exc:
-        return [(exc.key, exc.message)]
-    return []
+    c = DATASETS[spec["kind"]].check
+    return c(spec) if c is not None else []
 
 
 def build_dataset(spec: dict, rng: np.random.Generator, feature_map: dict | None = None) -> Dataset:
     """Build one dataset instance from a resolved dataset setting (axes already fixed);
     ``feature_map`` (the resolved ``feature_map`` section) is passed to the datasets that need
-    the experiment's kernel (:data:`NEEDS_FEATURE_MAP`)."""
+    the experiment's kernel."""
+    ds = DATASETS[spec["kind"]]
     params = {k: v for k, v in spec.items() if k != "kind"}
-    if spec["kind"] in NEEDS_FEATURE_MAP:
+    if ds.needs_kernel:
         params["feature_map"] = feature_map
-    return DATASETS[spec["kind"]](rng, **params)
+    return ds.build(rng, **params)

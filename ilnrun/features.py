@@ -1,12 +1,18 @@
 """Feature maps: a distribution ``mu`` over parameters ``w`` and a function ``psi(x; w)``.
 
-The kernel of a feature map is ``k(x, x') = E_{w~mu}[psi(x; w) psi(x'; w)]`` (DESIGN §1; ILN paper
-Section 2, Eq. 1-2). Learners may only *sample* ``w`` and *evaluate* ``psi``; the closed-form kernel
-is used only by the kernel-OGD oracle and by exact evaluation of a learned predictor.
+The kernel of a feature map is ``k(x, x') = E_{w~mu}[psi(x; w) psi(x'; w)]`` (docs/algorithms.md
+§0; ILN paper Section 2, Eq. 1-2). Learners may only *sample* ``w`` and *evaluate* ``psi``; the
+closed-form kernel is used only by the kernel-OGD oracle and by exact evaluation of a learned
+predictor.
 
 Parameters ``W`` for ``n`` draws are an ndarray whose first axis has length ``n``:
 ``coordinate`` -> int indices ``(n,)``; ``relu`` -> ``(n, d)``; ``fourier`` -> ``(n, d + 1)`` with
 the phase ``b`` in the last column.
+
+Each map is one class that also declares its config parameters (``params``), how it is built
+from a resolved ``feature_map`` section (``from_config``), the problems a dataset can cause it
+(``check_data``) and the sentence the report prints about it (``choices``). ``FEATURE_MAPS`` is
+the registry (docs/architecture.md §5).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .params import Param
+
 SQRT2 = math.sqrt(2.0)
 
 
@@ -24,9 +32,26 @@ class FeatureMap(ABC):
 
     name: str = ""
     has_kernel: bool = True
+    params: tuple[Param, ...] = ()
+    choices: str = ""  # what the report says about this map
 
     def __init__(self, d: int) -> None:
         self.d = int(d)
+
+    @classmethod
+    def from_config(cls, spec: dict, X_train: np.ndarray) -> FeatureMap:
+        """The map of a resolved ``feature_map`` section for inputs like ``X_train``."""
+        return cls(X_train.shape[1])
+
+    @classmethod
+    def check_data(cls, spec: dict, X_train: np.ndarray) -> str | None:
+        """A problem the data cause this map (``None`` if none): checked before any cell."""
+        return None
+
+    @classmethod
+    def param_floats(cls, d: int) -> int:
+        """Numbers stored per drawn parameter ``w`` for inputs in ``R^d`` (memory estimates)."""
+        return d
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -70,6 +95,15 @@ class Coordinate(FeatureMap):
     """
 
     name = "coordinate"
+    choices = (
+        "Features: `ψ(x; w) = x[w]`, `w ~ Uniform{0..D−1}`, kernel `k(x, x') = x·x'/D` (so "
+        "`k(x, x) ≈ 1/2` on clipped-Gaussian data and `|ψ| ≤ 1` is not enforced; no √D scaling, "
+        "so step sizes are comparable across D)."
+    )
+
+    @classmethod
+    def param_floats(cls, d: int) -> int:
+        return 1
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.integers(0, self.d, size=n)
@@ -99,6 +133,7 @@ class ReLU(FeatureMap):
     """
 
     name = "relu"
+    choices = "Features: `ψ(x; w) = √2 max(0, w·x)`, `w ~ N(0, I)`; arc-cosine kernel of order 1."
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.standard_normal((n, self.d))
@@ -130,6 +165,30 @@ class Fourier(FeatureMap):
     """
 
     name = "fourier"
+    params = (
+        Param(
+            "sigma",
+            "float",
+            "median",
+            "RBF bandwidth, or 'median' (median pairwise distance "
+            "of the first 1000 training points)",
+            min=0,
+            min_exclusive=True,
+            listable=False,
+            special=("median",),
+        ),
+    )
+    choices = (
+        "Features: `ψ(x; w, b) = √2 cos(w·x + b)`, `w ~ N(0, σ⁻² I)`, `b ~ U[0, 2π)`; "
+        "Gaussian RBF kernel."
+    )
+    # smallest bandwidth relative to the data's scale for which cos(w.x + b) is not numerically
+    # noise (w = N(0, 1) / sigma: a tiny sigma makes every feature a pseudo-random sign)
+    MIN_SIGMA = 1e-8
+
+    @classmethod
+    def param_floats(cls, d: int) -> int:
+        return d + 1
 
     def __init__(self, d: int, sigma: float, rule: str = "given") -> None:
         super().__init__(d)
@@ -158,6 +217,32 @@ class Fourier(FeatureMap):
     def describe(self) -> dict:
         return {"kind": self.name, "sigma": self.sigma, "sigma_rule": self.sigma_rule}
 
+    @classmethod
+    def from_config(cls, spec: dict, X_train: np.ndarray) -> Fourier:
+        """``sigma`` as given, or the median heuristic on ``X_train`` (``sigma: median``)."""
+        sigma = spec.get("sigma", "median")
+        if sigma == "median":
+            return cls(X_train.shape[1], median_distance(X_train), rule="median")
+        return cls(X_train.shape[1], float(sigma), rule="given")
+
+    @classmethod
+    def check_data(cls, spec: dict, X_train: np.ndarray) -> str | None:
+        """The bandwidth must be a positive number at the data's scale: the median heuristic
+        fails on data whose training points coincide (e.g. all zero)."""
+        sigma = cls.from_config(spec, X_train).sigma
+        scale = float(np.max(np.abs(X_train))) if X_train.size else 0.0
+        if not np.isfinite(sigma) or sigma <= cls.MIN_SIGMA * max(scale, 1.0):
+            what = (
+                "the median pairwise distance of the training points"
+                if spec.get("sigma", "median") == "median"
+                else "sigma"
+            )
+            return (
+                f"the fourier bandwidth ({what}) is {sigma:.3g}, too small for inputs of scale "
+                f"{scale:.3g}: the features would be numerical noise; give a larger sigma"
+            )
+        return None
+
 
 FEATURE_MAPS: dict[str, type[FeatureMap]] = {c.name: c for c in (Coordinate, ReLU, Fourier)}
 
@@ -174,15 +259,6 @@ def median_distance(X: np.ndarray, max_points: int = 1000) -> float:
 
 def build_feature_map(spec: dict, X_train: np.ndarray) -> FeatureMap:
     """Instantiate the feature map described by a resolved ``feature_map`` config section."""
-    kind = spec["kind"]
-    d = X_train.shape[1]
-    if kind == "coordinate":
-        return Coordinate(d)
-    if kind == "relu":
-        return ReLU(d)
-    if kind == "fourier":
-        sigma = spec.get("sigma", "median")
-        if sigma == "median":
-            return Fourier(d, median_distance(X_train), rule="median")
-        return Fourier(d, float(sigma), rule="given")
-    raise ValueError(f"unknown feature map {kind!r}")
+    if spec["kind"] not in FEATURE_MAPS:
+        raise ValueError(f"unknown feature map {spec['kind']!r}")
+    return FEATURE_MAPS[spec["kind"]].from_config(spec, X_train)

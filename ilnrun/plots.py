@@ -3,7 +3,7 @@
 - ``figure1``: selected test loss against the experiment's x axis, one panel per budget
   (``dsgd_k``), 95% t-interval bands, the exact-kernel oracle dashed in every panel.
 - ``curves``: running mean online loss against round ``t`` (mean over repetitions, band
-  ``± 1.96 sd/√n``), rows = budgets, columns = at most three x-axis values.
+  95% t-interval), rows = budgets, columns = at most three x-axis values.
 - ``budget_sweep`` (only with two or more budgets): test loss against the budget target.
 
 The x axis is the first ``dataset`` key (config order) with more than one value in
@@ -27,36 +27,52 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-BUDGETED = ("shrinking_gradient", "doubly_sgd", "fixed_random")
-ORACLE = "kernel_ogd"
-LABELS = {
-    "shrinking_gradient": "Shrinking Gradient",
-    "doubly_sgd": "Doubly SGD",
-    "fixed_random": "Fixed-Random",
-    ORACLE: "Kernel OGD (exact kernel, no budget)",
-}
-COLORS = {
-    "shrinking_gradient": "#1f77b4",
-    "doubly_sgd": "#d62728",
-    "fixed_random": "#2ca02c",
-    ORACLE: "black",
-}
-MARKERS = {"shrinking_gradient": "o", "doubly_sgd": "s", "fixed_random": "^", ORACLE: "D"}
-AXIS_LABELS = {
-    "D": "input dimension D",
-    "T": "training examples per pass T",
-    "n_val": "validation examples n_val",
-    "n_test": "test examples n_test",
-    "sparsity": "target sparsity (support points)",
-    "normalize_rows": "rows normalized to unit norm",
-    "dsgd_k": "budget: Doubly SGD features per round k",
-}
+from .data import DATASETS
+from .learners import LEARNERS, competitors
+from .stats import t975
+
+# Learners are drawn in registry order: the compared learners take colours and markers from
+# these cycles, reference learners are black and dashed.
+COLOR_CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
+MARKER_CYCLE = ("o", "s", "^", "v", "P", "X", "*")
+BUDGET_AXIS = "budget: Doubly SGD features per round k"
+
+
+def styles() -> dict[str, dict[str, Any]]:
+    """Label, colour, marker, line style and horizontal offset of every registered learner."""
+    out: dict[str, dict[str, Any]] = {}
+    compared = competitors()
+    n = len(LEARNERS)
+    for i, (name, spec) in enumerate(LEARNERS.items()):
+        ref = spec.role == "reference"
+        j = compared.index(name) if not ref else 0
+        out[name] = {
+            "label": spec.label,
+            "color": "black" if ref else COLOR_CYCLE[j % len(COLOR_CYCLE)],
+            "marker": "D" if ref else MARKER_CYCLE[j % len(MARKER_CYCLE)],
+            "linestyle": "--" if ref else "-",
+            "dodge": 0.08 * (i - (n - 1) / 2),
+            "reference": ref,
+        }
+    return out
+
+
+def axis_label(key: str) -> str:
+    """The label of a dataset key (declared with its parameter) or of the budget axis."""
+    if key == "dsgd_k":
+        return BUDGET_AXIS
+    for ds in DATASETS.values():
+        for p in ds.params:
+            if p.name == key and p.label:
+                return p.label
+    return key
+
+
 UNITS = {"evaluations": "feature evaluations", "samples": "feature samples"}
 TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"
 SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
 MAX_COLS = 3
 MIN_WIDTH = 8.0  # inches: room for the suptitle and the legend over a single panel
-DODGE = {"shrinking_gradient": -0.12, "doubly_sgd": -0.04, "fixed_random": 0.04, ORACLE: 0.12}
 
 
 def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
@@ -86,9 +102,18 @@ class _Data:
     def __init__(self, cfg: dict[str, Any], summary: pd.DataFrame, curves: pd.DataFrame) -> None:
         self.cfg = cfg
         keys = [k for k in cfg.get("dataset", {}) if k != "kind" and k in summary.columns]
-        self.summary = summary[summary["n"].fillna(0) > 0].reset_index(drop=True)
+        summary = summary[summary["n"].fillna(0) > 0].reset_index(drop=True)
+        for col in ("test_loss_mean", "test_loss_ci95"):  # absent when nothing was selected
+            if col not in summary:
+                summary[col] = np.nan
+        self.summary = summary
         self.curves = curves
-        self.budgeted = self.summary["method"].isin(BUDGETED)
+        self.style = styles()
+        self.compared = [m for m in competitors() if m in set(summary["method"])]
+        self.references = [
+            m for m in self.style if self.style[m]["reference"] and m in set(summary["method"])
+        ]
+        self.budgeted = self.summary["method"].isin(self.compared)
         varying = [k for k in keys if self.summary[k].nunique(dropna=False) > 1]
         if varying:
             self.x: str | None = varying[0]
@@ -131,7 +156,7 @@ class _Data:
     def xlabel(self) -> str:
         if self.x is None:
             return "dataset setting"
-        return AXIS_LABELS.get(self.x, self.x)
+        return axis_label(self.x)
 
     def x_text(self, value: Any) -> str:
         """``D=60``-style label of one x value (the constant setting when there is no x axis)."""
@@ -182,11 +207,14 @@ def _budget_text(rows: pd.DataFrame, k: int) -> str:
     if len(targets) != 1:  # the target depends on T, which varies inside the panel
         lo, hi = rows["budget_target"].min(), rows["budget_target"].max()
         return f"budget k={k}: {int(lo):,}–{int(hi):,}\n{unit} per pass"
-    sizes = [
-        f"{col}={_fmt(vals[0])}"
-        for col, method in (("m", "shrinking_gradient"), ("r", "fixed_random"))
-        if len(vals := rows.loc[rows["method"] == method, col].dropna().unique()) == 1
-    ]
+    sizes = []  # every budgeted learner's own size, where it is not k itself
+    for method in rows["method"].unique():
+        size = LEARNERS[method].budget
+        if size is None or size.name not in rows:
+            continue
+        vals = rows.loc[rows["method"] == method, size.name].dropna().unique()
+        if len(vals) == 1 and int(vals[0]) != k:
+            sizes.append(f"{size.name}={_fmt(vals[0])}")
     tail = f"\n({', '.join(sizes)})" if sizes else ""
     return f"budget k={k}: {int(targets[0]):,} {unit} per pass{tail}"
 
@@ -227,7 +255,7 @@ def _band(
     x: np.ndarray,
     mean: np.ndarray,
     half: np.ndarray,
-    method: str,
+    style: dict[str, Any],
     *,
     markers: bool = True,
     log: bool = False,
@@ -240,19 +268,19 @@ def _band(
     # losses are >= 0: a band reaching below zero stops at 0 (at a tenth of the mean on log axes)
     if nonnegative:
         lo = np.where(lo > 0, lo, mean / 10 if log else 0.0)
-    style = {
-        "color": COLORS[method],
-        "label": LABELS[method],
-        "linestyle": "--" if method == ORACLE else "-",
-        "marker": MARKERS[method] if markers else None,
+    line = {
+        "color": style["color"],
+        "label": style["label"],
+        "linestyle": style["linestyle"],
+        "marker": style["marker"] if markers else None,
         "markersize": 5,
         "linewidth": 1.6,
     }
     if len(x) == 1:
-        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], capsize=4, **style)
+        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], capsize=4, **line)
         return
-    ax.plot(x, mean, **style)
-    ax.fill_between(x, lo, hi, color=COLORS[method], alpha=0.07 if method == ORACLE else 0.15)
+    ax.plot(x, mean, **line)
+    ax.fill_between(x, lo, hi, color=style["color"], alpha=0.07 if style["reference"] else 0.15)
 
 
 def _use_log(values: Sequence[float] | np.ndarray) -> bool:
@@ -271,7 +299,7 @@ def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
-    order = [LABELS[m] for m in (*BUDGETED, ORACLE) if LABELS[m] in handles]
+    order = [s["label"] for s in styles().values() if s["label"] in handles]
     if order:
         ncol = len(order) if width >= 9 else 2
         fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=ncol)
@@ -297,17 +325,18 @@ def _figure1(data: _Data) -> Figure:
     log = _use_log(s["test_loss_mean"])
     for ax, (k, facet) in zip(axes, panels, strict=True):
         rows = _select(s, facet)
-        budget_rows = rows[rows["method"].isin(BUDGETED)]
+        budget_rows = rows[rows["method"].isin(data.compared)]
         if k is not None:
             budget_rows = budget_rows[budget_rows["dsgd_k"] == k]
         drawn = False
-        for method in BUDGETED:
+        for method in data.compared:
             r = budget_rows[budget_rows["method"] == method]
             drawn |= _plot_vs_x(ax, data, r, method, xs, pos, log)
-        oracle = rows[rows["method"] == ORACLE]
-        if data.x == "dsgd_k" and len(oracle):  # the oracle does not depend on the budget
-            oracle = pd.concat([oracle.iloc[[0]]] * len(xs)).assign(dsgd_k=xs)
-        drawn |= _plot_vs_x(ax, data, oracle, ORACLE, xs, pos, log)
+        for ref in data.references:
+            oracle = rows[rows["method"] == ref]
+            if data.x == "dsgd_k" and len(oracle):  # a reference does not depend on the budget
+                oracle = pd.concat([oracle.iloc[[0]]] * len(xs)).assign(dsgd_k=xs)
+            drawn |= _plot_vs_x(ax, data, oracle, ref, xs, pos, log)
         if k is not None:
             title = _budget_text(budget_rows, k)
         else:
@@ -348,13 +377,18 @@ def _plot_vs_x(
     if rows.empty:
         return False
     if data.x is None:  # one categorical point: methods side by side
-        x = np.array([DODGE[method]])
+        x = np.array([data.style[method]["dodge"]])
         rows = rows.iloc[[0]]
     else:
         rows = rows.sort_values(data.x)
         x = np.array([pos[xs.index(v)] for v in rows[data.x]])
     _band(
-        ax, x, rows["test_loss_mean"].to_numpy(), rows["test_loss_ci95"].to_numpy(), method, log=log
+        ax,
+        x,
+        rows["test_loss_mean"].to_numpy(),
+        rows["test_loss_ci95"].to_numpy(),
+        data.style[method],
+        log=log,
     )
     return True
 
@@ -382,9 +416,9 @@ def _curves(data: _Data) -> Figure:
             where[data.x] = v
         sel = _select(stats, where) if len(stats) else stats
         drawn = False
-        for method in (*BUDGETED, ORACLE):
+        for method in (*data.compared, *data.references):
             r = sel[sel["method"] == method] if len(sel) else sel
-            if method != ORACLE and k is not None:
+            if method in data.compared and k is not None:
                 r = r[r["dsgd_k"] == k]
             if r.empty:
                 continue
@@ -393,7 +427,7 @@ def _curves(data: _Data) -> Figure:
                 r["t"].to_numpy(),
                 r["mean"].to_numpy(),
                 r["half"].to_numpy(),
-                method,
+                data.style[method],
                 markers=False,
                 log=log,
             )
@@ -409,16 +443,18 @@ def _curves(data: _Data) -> Figure:
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    _finish(fig, axes, data.header("learning curves (mean over repetitions, band ±1.96·sd/√n)"))
+    _finish(fig, axes, data.header("learning curves (mean over repetitions, 95% t-interval)"))
     return fig
 
 
 def _curve_stats(curves: pd.DataFrame, data: _Data) -> pd.DataFrame:
-    """Mean and ``1.96 sd/√n`` half-width of ``online_loss`` over repetitions, per round."""
+    """Mean and 95% t-interval half-width ``t_{0.975, n-1} sd/√n`` of ``online_loss`` over
+    repetitions, per round (:mod:`ilnrun.stats`)."""
     keys = ["method", "dsgd_k", *data.others, *([data.x] if data.x not in (None, "dsgd_k") else [])]
     g = curves.groupby([*keys, "t"], dropna=False, sort=True)["online_loss"]
     out = g.agg(["mean", "std", "count"]).reset_index()
-    out["half"] = 1.96 * out["std"].fillna(0) / np.sqrt(out["count"])
+    t = np.array([t975(int(n) - 1) for n in out["count"]])
+    out["half"] = np.nan_to_num(t * out["std"].fillna(0) / np.sqrt(out["count"]))
     return out
 
 
@@ -441,7 +477,7 @@ def _budget_sweep(data: _Data) -> Figure:
     for ax, where in zip(axes, settings, strict=True):
         rows = _select(s, where)
         drawn = False
-        for method in BUDGETED:
+        for method in data.compared:
             r = rows[rows["method"] == method].sort_values("budget_target")
             if r.empty:
                 continue
@@ -450,17 +486,21 @@ def _budget_sweep(data: _Data) -> Figure:
                 r["budget_target"].to_numpy(dtype=float),
                 r["test_loss_mean"].to_numpy(),
                 r["test_loss_ci95"].to_numpy(),
-                method,
+                data.style[method],
                 log=log,
             )
             drawn = True
-        oracle = rows[rows["method"] == ORACLE]
-        if len(oracle):
+        for ref in data.references:
+            oracle = rows[rows["method"] == ref]
+            if oracle.empty:
+                continue
             mean, half = (
                 oracle["test_loss_mean"].iloc[0],
                 np.nan_to_num(oracle["test_loss_ci95"].iloc[0]),
             )
-            ax.axhline(mean, color="black", linestyle="--", linewidth=1.6, label=LABELS[ORACLE])
+            ax.axhline(
+                mean, color="black", linestyle="--", linewidth=1.6, label=data.style[ref]["label"]
+            )
             ax.axhspan(
                 max(mean - half, mean / 10 if log else 0.0),
                 mean + half,
@@ -492,7 +532,7 @@ def _regret(data: _Data) -> Figure:
     s = data.summary[data.summary["regret_mean"].notna()]
     fig, axes = _grid(2, 2, width=4.8, height=3.8)
     for ax, scaled in zip(axes, (False, True), strict=True):
-        for method in (*BUDGETED, ORACLE):
+        for method in (*data.compared, *data.references):
             r = s[s["method"] == method].sort_values("T")
             if r.empty:
                 continue
@@ -503,12 +543,12 @@ def _regret(data: _Data) -> Figure:
                 x,
                 r["regret_mean"].to_numpy() / norm,
                 r["regret_ci95"].to_numpy() / norm,
-                method,
+                data.style[method],
                 nonnegative=False,
             )
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel(AXIS_LABELS.get("T", "T"))
+        ax.set_xlabel(axis_label("T"))
         ax.set_ylabel("regret / √T" if scaled else "regret vs best f in the B-ball")
         ax.set_title("bounded if regret = O(√T)" if scaled else "mean, 95% CI", fontsize=9.5)
         ax.grid(alpha=0.3, which="both")

@@ -1,23 +1,27 @@
-"""Results on disk (DESIGN §6): the cell log, ``runs.csv``, ``summary.csv``, ``curves.csv``.
+"""Results on disk (docs/protocol.md §7): the cell log, ``runs.csv``, ``summary.csv``,
+``curves.csv``.
 
 - ``cells.jsonl`` holds one JSON record per finished cell, appended with a single ``write`` the
   moment the cell finishes; a line cut short by a kill is ignored on reading, so an interrupted run
   loses only cells in flight.
 - The CSVs are derived from the cell log and written atomically (temporary file + rename).
-- Selection (DESIGN §4): for every (method, dataset setting, budget) the hyperparameter setting with
-  the lowest mean validation loss over repetitions is selected; settings with a diverged or
-  timed-out repetition are skipped; every grid point stays in ``runs.csv`` (column ``selected``).
+- Selection (docs/protocol.md §4): for every (method, dataset setting, budget) the
+  hyperparameter setting with the lowest mean validation loss over repetitions is selected;
+  settings with a diverged or timed-out repetition are skipped; every grid point stays in
+  ``runs.csv`` (column ``selected``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .learners import hyper_columns, size_columns
+from .stats import mean_ci
 
 CELL_LOG = "cells.jsonl"
 METRICS = (
@@ -34,52 +38,13 @@ METRICS = (
     "lemma5_max_ratio",
 )
 
-INT_COLUMNS = ("dsgd_k", "budget_target", "m", "k", "r")
 
-# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30.
-_T975 = (
-    12.7062,
-    4.3027,
-    3.1824,
-    2.7764,
-    2.5706,
-    2.4469,
-    2.3646,
-    2.3060,
-    2.2622,
-    2.2281,
-    2.2010,
-    2.1788,
-    2.1604,
-    2.1448,
-    2.1314,
-    2.1199,
-    2.1098,
-    2.1009,
-    2.0930,
-    2.0860,
-    2.0796,
-    2.0739,
-    2.0687,
-    2.0639,
-    2.0595,
-    2.0555,
-    2.0518,
-    2.0484,
-    2.0452,
-    2.0423,
-)
+STATUS_COLUMNS = ("diverged", "diverged_reason", "timed_out", "rounds", "wall_s", "eval_s")
 
 
-def t975(df: int) -> float:
-    """Student-t 0.975 quantile: a table for ``df <= 30``, else the Cornish-Fisher expansion
-    ``z + (z^3+z)/(4 df) + (5z^5+16z^3+3z)/(96 df^2)`` (error < 1e-4 there)."""
-    if df < 1:
-        return math.nan
-    if df <= 30:
-        return _T975[df - 1]
-    z = 1.959963984540054
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+def int_columns() -> list[str]:
+    """Integer columns that are missing for some learners (budget sizes, for instance)."""
+    return ["dsgd_k", "budget_target", *size_columns()]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -87,6 +52,13 @@ def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def copy_atomic(src: Path, dst: Path) -> None:
+    """Copy ``src`` to ``dst`` via a temporary file and ``os.replace``."""
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    tmp.write_bytes(Path(src).read_bytes())
+    os.replace(tmp, dst)
 
 
 class CellLog:
@@ -131,7 +103,7 @@ def group_columns(runs: pd.DataFrame, dataset_keys: list[str]) -> list[str]:
 
 
 def select(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
-    """Add the boolean column ``selected`` (DESIGN §4 selection on mean validation loss; a
+    """Add the boolean column ``selected`` (selection on mean validation loss; a
     setting with a diverged or timed-out repetition is skipped)."""
     runs = runs.copy()
     runs["selected"] = False
@@ -167,37 +139,20 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
             rows.append(row)
             continue
         first = sel.iloc[0]
-        for c in (
-            "setting",
-            "eta",
-            "schedule",
-            "decay",
-            "B",
-            "sampler",
-            "nu",
-            "lam",
-            "budget_match",
-            "budget_target",
-            "m",
-            "k",
-            "r",
-        ):
-            row[c] = first[c]
+        for c in ("setting", *hyper_columns(), "budget_match", "budget_target", *size_columns()):
+            if c in first:
+                row[c] = first[c]
         row["n"] = len(sel)
         for c in ("train_evals", "features_sampled", "shrinks", "test_evals", "wall_s"):
             row[f"{c}_mean"] = float(sel[c].mean())
         for metric in (m for m in METRICS if m in sel):
-            v = sel[metric].to_numpy(dtype=float)
-            v = v[~np.isnan(v)]
-            n = len(v)
-            mean = float(v.mean()) if n else math.nan
-            std = float(v.std(ddof=1)) if n > 1 else math.nan
-            row[f"{metric}_mean"] = mean
-            row[f"{metric}_std"] = std
-            row[f"{metric}_ci95"] = t975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+            st = mean_ci(sel[metric].to_numpy(dtype=float))
+            row[f"{metric}_mean"] = st["mean"]
+            row[f"{metric}_std"] = st["std"]
+            row[f"{metric}_ci95"] = st["ci95"]
         rows.append(row)
     out = pd.DataFrame(rows)
-    for col in INT_COLUMNS:
+    for col in int_columns():
         if col in out:
             out[col] = out[col].astype("Int64")
     return out
@@ -209,7 +164,12 @@ def build_tables(
     """``runs``, ``summary`` and ``curves`` tables from cell records, in cell order."""
     recs = sorted(records, key=lambda r: order[r["id"]])
     runs = pd.DataFrame([{**r["row"], "cell_index": order[r["id"]]} for r in recs])
-    for col in INT_COLUMNS:  # integers that are missing for some learners (e.g. kernel_ogd)
+    # columns in order of appearance, the status columns last (whichever learner came first)
+    status = [c for c in STATUS_COLUMNS if c in runs]
+    runs = runs[
+        [c for c in runs if c not in status and c != "cell_index"] + status + ["cell_index"]
+    ]
+    for col in int_columns():  # integers that are missing for some learners
         if col in runs:
             runs[col] = runs[col].astype("Int64")
     runs = select(runs, dataset_keys)

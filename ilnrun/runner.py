@@ -1,10 +1,13 @@
-"""Cells, seeds and parallel execution (DESIGN §4, §6).
+"""Running one cell, and running many in parallel (docs/architecture.md §3; docs/protocol.md).
 
 - Seeds: one root seed per experiment. A dataset instance is drawn from
   ``SeedSequence(seed, spawn_key=H(dataset setting, repetition))`` — every learner and every
   hyperparameter setting of a repetition sees the same data — and each cell's learner from
-  ``SeedSequence(seed, spawn_key=H(cell))``, where ``H`` is a SHA-256 of the cell's canonical JSON.
+  ``SeedSequence(seed, spawn_key=H(cell))`` (:func:`ilnrun.config.grid.seed_sequence`).
   Nothing depends on the number of workers, the backend or the order in which cells run.
+- A cell: its learner's spec turns the setting into ``fit`` keywords, the learner makes its pass,
+  the learned predictor is evaluated (:func:`evaluate`), the spec adds its diagnostics, and a row
+  of ``runs.csv`` comes back with the learning curve.
 - Execution: cells go through joblib (``loky`` processes, or dask through joblib's dask backend);
   each worker caches the last few dataset instances (and their kernel blocks), and cells sharing an
   instance are dispatched consecutively.
@@ -25,23 +28,14 @@ import numpy as np
 
 from .budget import derive
 from .config import Cell, digest
+from .config.grid import seed_sequence
 from .data import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
-from .learners import LEARNERS
-from .learners.base import FeatureExpansion, FitResult, KernelExpansion
-from .learners.shrinking_gradient import theory_preset
-from .schedules import step_sizes
-from .theory import best_in_ball_loss, lemma5_ratio, sg_exact_online_predictions
+from .learners import LEARNERS, hyper_columns, size_columns
+from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec
+from .theory import best_in_ball_loss
 
-HYPER_COLUMNS = ("eta", "schedule", "decay", "B", "sampler", "nu", "lam", "preset", "c")
-
-
-def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
-    """``SeedSequence(root, spawn_key=H(key))`` with ``H`` the first 128 bits of SHA-256."""
-    h = digest(key)
-    return np.random.SeedSequence(
-        root, spawn_key=tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
-    )
+__all__ = ["seed_sequence", "run_cell", "execute", "evaluate", "Progress"]
 
 
 @dataclass
@@ -84,14 +78,15 @@ def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
 
 
 def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Generator) -> dict:
-    """Validation and test losses of a learned predictor (DESIGN §4).
+    """Validation and test losses of a learned predictor (docs/protocol.md).
 
-    Kernel expansions (Shrinking Gradient, kernel OGD) are evaluated exactly with the closed-form
+    Kernel expansions (``f = sum_i alpha_i k(x_i, .)``) are evaluated exactly with the closed-form
     kernel when the map has one (``eval_mode = exact``), else with ``m_test`` Algorithm-2 samples;
-    Shrinking Gradient also gets ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what
-    a user without the kernel gets; on the first ``n_test_estimated`` test points) and
-    ``test_loss_avg`` (the averaged predictor, Corollary 1).
-    Feature expansions (Doubly SGD, Fixed-Random) are evaluated exactly on their own features.
+    a learner that also returns an averaged predictor (Shrinking Gradient, Corollary 1) gets
+    ``test_loss_avg`` and ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what a
+    user without the kernel gets; on the first ``n_test_estimated`` test points).
+    Feature expansions (``f = sum_j c_j psi(., w_j)``) are evaluated exactly on their own
+    features.
     """
     out = {
         k: math.nan
@@ -124,7 +119,7 @@ def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Ge
             val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
             test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
             out["test_evals"] = 2 * m_test
-        if res.averaged is not None:  # Shrinking Gradient: what Algorithm 2 at test time gives
+        if res.averaged is not None:  # what Algorithm 2 at test time gives
             est = (
                 test[:n_est]
                 if out["eval_mode"] == "estimated"
@@ -147,19 +142,15 @@ def curve_points(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
 
 
-def theory_diagnostics(cfg: dict, cell: Cell, res: FitResult, inst: Instance, hyper: dict) -> dict:
-    """Shrinking Gradient's Lemma 5 ratio (``<= 1`` iff the bound held all along the pass) and,
-    when ``evaluation.regret_B`` is set, the regret of kernel-expansion learners against the best
-    ``f`` in the RKHS ball of that radius (Theorem 1), with ``f_t`` evaluated exactly."""
-    out: dict = {"lemma5_max_ratio": math.nan}
-    if cell.method == "shrinking_gradient":
-        etas = step_sizes(hyper["schedule"], hyper["eta"], len(inst.data.y_train), hyper["decay"])
-        out["lemma5_max_ratio"] = lemma5_ratio(res.extras["alpha_l1"], etas, hyper["B"])
+def regret(spec: LearnerSpec, cfg: dict, res: FitResult, inst: Instance) -> dict[str, float]:
+    """With ``evaluation.regret_B`` set: the regret against the best ``f`` in the RKHS ball of
+    that radius (Theorem 1), for learners whose spec can evaluate their online predictions
+    exactly (``exact_online_loss``); ``regret_estimated`` uses the pass's own predictions."""
     radius = cfg["evaluation"]["regret_B"]
     if radius is None:
-        return out
-    out.update(best_loss_B=math.nan, regret=math.nan, regret_estimated=math.nan)
-    if res.diverged or res.timed_out or not isinstance(res.predictor, KernelExpansion):
+        return {}
+    out = {"best_loss_B": math.nan, "regret": math.nan, "regret_estimated": math.nan}
+    if spec.exact_online_loss is None or res.diverged or res.timed_out:
         return out
     y = inst.data.y_train
     K = inst.kernel_to_train("train")
@@ -167,44 +158,32 @@ def theory_diagnostics(cfg: dict, cell: Cell, res: FitResult, inst: Instance, hy
     if key not in inst.cache:
         inst.cache[key] = best_in_ball_loss(K, y, radius)
     best = inst.cache[key]
-    if "alpha_new" in res.extras:  # Shrinking Gradient: exact f_t(x_t), not the estimate E_t
-        f = sg_exact_online_predictions(K, res.extras["alpha_new"], res.extras["shrinks_before"])
-        exact = float(0.5 * np.sum((f - y) ** 2))
-    else:  # kernel OGD predicts exactly
-        exact = float(np.sum(res.losses))
+    exact = spec.exact_online_loss(res, K, y)
     out.update(
         best_loss_B=best, regret=exact - best, regret_estimated=float(np.sum(res.losses)) - best
     )
     return out
 
 
-def learner_arguments(cell: Cell, budget, T: int) -> dict:
-    """The keyword arguments of the cell's ``fit``: its hyperparameters, the budget size it takes
-    (``m``, ``k`` or ``r``), or Theorem 1's ``eta`` and ``m`` under the ``theory`` preset."""
-    hyper = {k: v for k, v in cell.hyper.items() if k not in ("preset", "c")}
-    if cell.hyper.get("preset") == "theory":
-        hyper["eta"], hyper["m"] = theory_preset(cell.hyper["B"], T, cell.hyper["c"])
-        hyper["schedule"] = "constant"
-    elif budget is not None:
-        param = LEARNERS[cell.method].budget_param
-        hyper[param] = getattr(budget, param)
-    return hyper
-
-
 def run_cell(cfg: dict, cell: Cell) -> dict:
     """Run one cell: build (or reuse) its data, fit its learner, evaluate; return a record."""
     inst = instance(cfg, cell)
-    info = LEARNERS[cell.method]
+    spec = LEARNERS[cell.method]
     T = len(inst.data.y_train)
     budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
-    hyper = learner_arguments(cell, budget, T)
+    size = budget.size(spec.budget.name) if budget is not None else None
+    args = spec.fit_arguments(cell.hyper, size, T)
     fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
     limit = cfg["limits"]["cell_timeout_s"]
     t0 = perf_counter()
-    if limit is not None:
-        hyper["deadline"] = t0 + limit
-    res = info.fit(
-        inst.data.X_train, inst.data.y_train, inst.fmap, np.random.default_rng(fit_ss), **hyper
+    deadline = {} if limit is None else {"deadline": t0 + limit}
+    res = spec.fit(
+        inst.data.X_train,
+        inst.data.y_train,
+        inst.fmap,
+        np.random.default_rng(fit_ss),
+        **args,
+        **deadline,
     )
     wall = perf_counter() - t0
     ev = evaluate(res, inst, cfg["evaluation"], np.random.default_rng(eval_ss))
@@ -217,20 +196,20 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         seed=cfg["seed"],
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
-    row.update({k: hyper.get(k, cell.hyper.get(k)) for k in HYPER_COLUMNS})
+    row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
     row.update(
         dsgd_k=cell.dsgd_k,
         budget_match=cfg["budget"]["match"] if budget else None,
         budget_target=budget.target if budget else None,
-        m=hyper.get("m"),
-        k=hyper.get("k"),
-        r=hyper.get("r"),
     )
+    row.update({k: args.get(k) for k in size_columns()})
     row.update(res.counters)
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
     row.update(reference_losses(inst.data))
-    row.update(theory_diagnostics(cfg, cell, res, inst, hyper))
+    if spec.diagnostics is not None:
+        row.update(spec.diagnostics(res, args, T))
+    row.update(regret(spec, cfg, res, inst))
     row.update(
         diverged=bool(res.diverged),
         timed_out=bool(res.timed_out),
@@ -242,8 +221,8 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     t = t[t <= len(res.losses)]
     running = np.cumsum(res.losses)[t - 1] / t
     curve = {"t": t.tolist(), "online_loss": running.tolist()}
-    if "alpha_l1" in res.extras:  # Shrinking Gradient: |alpha^(t+1)|_1 after round t
-        curve["alpha_l1"] = res.extras["alpha_l1"][t - 1].tolist()
+    if spec.curve is not None:
+        curve.update(spec.curve(res, t))
     return {"id": cell.id, "row": row, "curve": curve}
 
 

@@ -1,4 +1,4 @@
-"""Step-size schedules ``eta_t`` for rounds ``t = 1..T`` (DESIGN §2).
+"""Step-size schedules ``eta_t`` for rounds ``t = 1..T`` (docs/algorithms.md §5).
 
 - ``constant``: ``eta_t = eta``
 - ``inv_sqrt``: ``eta_t = eta / sqrt(t)``

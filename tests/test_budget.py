@@ -1,4 +1,4 @@
-"""Feature budgets (DESIGN §3): derivation of k, r, m and the learners' own counters."""
+"""Feature budgets (docs/budgets.md): derivation of k, r, m and the learners' own counters."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_derive_rejects_bad_arguments():
 def _run(method: str, b: budget.Budget, T: int, D: int = 25, seed: int = 0):
     d = clipped_gaussian(np.random.default_rng(seed), D=D, T=T, n_val=1, n_test=1, sparsity=3)
     info = LEARNERS[method]
-    hyper = {**HYPER[method], info.budget_param: getattr(b, info.budget_param)}
+    hyper = {**HYPER[method], info.budget.name: b.size(info.budget.name)}
     res = info.fit(d.X_train, d.y_train, Coordinate(D), np.random.default_rng(seed + 1), **hyper)
     assert not res.diverged
     return res
@@ -61,7 +61,7 @@ def _run(method: str, b: budget.Budget, T: int, D: int = 25, seed: int = 0):
 @pytest.mark.parametrize("match", budget.MATCHES)
 @pytest.mark.parametrize("method", BUDGETED)
 def test_counters_equal_expected_counts(method, match):
-    """The counters each learner keeps in its own loop equal the DESIGN §3 formulas."""
+    """The counters each learner keeps in its own loop equal the formulas of their specs."""
     T = 30
     b = budget.derive(match, 4, T)
     res = _run(method, b, T)

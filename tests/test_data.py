@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from ilnrun import config as C
 from ilnrun import data
 from ilnrun.cli import main
-from ilnrun.features import build_feature_map, median_distance
+from ilnrun.features import ReLU, build_feature_map, median_distance
 
 HAS_SKLEARN = importlib.util.find_spec("sklearn") is not None
 needs_sklearn = pytest.mark.skipif(not HAS_SKLEARN, reason="scikit-learn not installed")
@@ -330,7 +330,7 @@ def test_valid_file_config_validates(tmp_path):
 
 
 def test_teacher_refused_without_a_closed_form_kernel(tmp_path, monkeypatch):
-    monkeypatch.setitem(C.HAS_KERNEL, "relu", False)
+    monkeypatch.setattr(ReLU, "has_kernel", False)
     res = _validate(tmp_path, {"kind": "teacher", "D": 3, "T": 10, "sparsity": 2})
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "dataset.kind" in res.output and "no closed-form kernel" in res.output

@@ -1,5 +1,5 @@
 """Doubly SGD, Fixed-Random and kernel OGD: they learn, and they equal literal
-re-implementations of their update rules (DESIGN §2.2-2.4)."""
+re-implementations of their update rules (docs/algorithms.md §2-§4)."""
 
 from __future__ import annotations
 

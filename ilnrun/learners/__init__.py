@@ -1,42 +1,58 @@
-"""The learners, one module each, sharing ``fit(X, y, fmap, rng, **hyper) -> FitResult``.
+"""The learners: one module each, every module declaring its :class:`LearnerSpec` as ``SPEC``.
 
-``LEARNERS`` maps a config name to its module's ``fit``, the budget size it takes (``m``, ``k``,
-``r`` or none) and its hyperparameters beyond the common ``eta`` / ``schedule`` / ``decay``.
+``LEARNERS`` maps a config name (``methods.<name>``) to its spec, in registry order (the order of
+tables, figure legends and colours). To add a learner, write one module with a ``fit`` function
+and a ``SPEC`` (docs/architecture.md §4) and add its name to ``MODULES`` below, or, from another
+package, expose the spec under the entry-point group ``ilnrun.learners``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
+from importlib.metadata import entry_points
 
-from . import doubly_sgd, fixed_random, kernel_ogd, shrinking_gradient
-from .base import FitResult
+from .base import BudgetSize, FitResult, LearnerSpec
 
-
-@dataclass(frozen=True)
-class LearnerInfo:
-    name: str
-    fit: Callable[..., FitResult]
-    budget_param: str | None  # which derived budget size the learner takes
-    summary: str
+MODULES = ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd")
 
 
-LEARNERS: dict[str, LearnerInfo] = {
-    "shrinking_gradient": LearnerInfo(
-        "shrinking_gradient",
-        shrinking_gradient.fit,
-        "m",
-        "ILN paper Algorithms 1-2: kernel-expansion OGD with Algorithm-2 estimates and shrinks",
-    ),
-    "doubly_sgd": LearnerInfo(
-        "doubly_sgd", doubly_sgd.fit, "k", "Dai et al. (2014) Algorithms 1-2, k features per round"
-    ),
-    "fixed_random": LearnerInfo(
-        "fixed_random", fixed_random.fit, "r", "Rahimi & Recht random features, one SGD pass"
-    ),
-    "kernel_ogd": LearnerInfo(
-        "kernel_ogd", kernel_ogd.fit, None, "exact-kernel OGD oracle (not budget-limited)"
-    ),
-}
+def _load() -> dict[str, LearnerSpec]:
+    specs = [importlib.import_module(f"{__name__}.{m}").SPEC for m in MODULES]
+    specs += [ep.load() for ep in entry_points(group="ilnrun.learners")]
+    return {s.name: s for s in specs}
 
-__all__ = ["LEARNERS", "LearnerInfo", "FitResult"]
+
+LEARNERS: dict[str, LearnerSpec] = _load()
+
+
+def budgeted() -> list[LearnerSpec]:
+    """The learners that take a size from the matched budget, in registry order."""
+    return [s for s in LEARNERS.values() if s.budget is not None]
+
+
+def competitors() -> list[str]:
+    """Names of the learners compared under equal budgets (proposed and competitors)."""
+    return [n for n, s in LEARNERS.items() if s.role != "reference"]
+
+
+def hyper_columns() -> list[str]:
+    """Every learner parameter name, in registry order (the hyperparameter columns of the
+    tables)."""
+    return list(dict.fromkeys(p.name for s in LEARNERS.values() for p in s.params))
+
+
+def size_columns() -> list[str]:
+    """The budget size names of the budgeted learners (``m``, ``k``, ``r``), in registry order."""
+    return list(dict.fromkeys(s.budget.name for s in budgeted()))
+
+
+__all__ = [
+    "LEARNERS",
+    "LearnerSpec",
+    "BudgetSize",
+    "FitResult",
+    "budgeted",
+    "competitors",
+    "hyper_columns",
+    "size_columns",
+]

@@ -1,18 +1,21 @@
 """What every learner returns, and the two kinds of learned predictor.
 
 A learner is a function ``fit(X, y, fmap, rng, **hyper) -> FitResult`` that makes one online pass
-over ``(X, y)`` in order, predicting ``yhat_t`` before it sees ``y_t`` (DESIGN §2), and counts its
-own feature evaluations and draws.
+over ``(X, y)`` in order, predicting ``yhat_t`` before it sees ``y_t`` (docs/algorithms.md), and
+counts its own feature evaluations and draws. Its module declares a :class:`LearnerSpec`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
 
 import numpy as np
 
 from ..features import Coordinate, FeatureMap
+from ..params import Param
+from ..schedules import SCHEDULES
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
@@ -169,3 +172,107 @@ class FitResult:
 
 def new_counters() -> dict[str, int]:
     return {"train_evals": 0, "features_sampled": 0, "kernel_evals": 0, "shrinks": 0}
+
+
+# ----------------------------------------------------------------------------------------------
+# the learner spec: everything the pipeline knows about a learner, declared in its own module
+
+ROLES = ("proposed", "competitor", "reference")
+
+# The parameters every learner shares (step size and its schedule). ``key_omit`` is the frozen
+# value under which a parameter is left out of a cell's key (see :class:`ilnrun.params.Param`).
+ETA = Param(
+    "eta", "float", 0.1, "step size (Dai et al.'s gamma)", min=0, min_exclusive=True, key_omit=0.1
+)
+SCHEDULE = Param(
+    "schedule", "str", "constant", "step-size schedule", choices=SCHEDULES, key_omit="constant"
+)
+DECAY = Param(
+    "decay",
+    "float",
+    1.0,
+    "lambda of the 'inv' schedule eta/(1+lambda t)",
+    min=0,
+    min_exclusive=True,
+    key_omit=1.0,
+)
+STEP_PARAMS = (ETA, SCHEDULE, DECAY)
+
+
+def step_unused(h: dict) -> set[str]:
+    """Step parameters a setting does not use: ``decay`` outside the ``inv`` schedule."""
+    return set() if h.get("schedule") == "inv" else {"decay"}
+
+
+@dataclass(frozen=True)
+class BudgetSize:
+    """How a budgeted learner spends the matched budget (docs/budgets.md §3).
+
+    ``name`` is the size the learner takes (``m``, ``k``, ``r``: the keyword of its ``fit``);
+    ``cost(match, T)`` what one unit of that size spends over a pass of ``T`` rounds, in the unit
+    of the convention ``match`` (``evaluations`` or ``samples``), so the size is the budget
+    target divided by the cost, rounded (:func:`ilnrun.budget.derive`); ``expected(size, T)`` the
+    counters the learner must report for that size.
+    """
+
+    name: str
+    cost: Callable[[str, int], int]
+    expected: Callable[[int, int], dict[str, int]]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """Everything the pipeline needs to know about one learner.
+
+    - ``fit(X, y, fmap, rng, **hyper) -> FitResult``: one online pass (the algorithm).
+    - ``params``: its config keys (``methods.<name>.<key>``), also the keyword arguments of
+      ``fit`` (a contract test checks the signature against them).
+    - ``budget``: the size it takes from the matched budget, or ``None`` (not budget-limited).
+    - ``role``: ``proposed`` (the learner under test: the report compares it with every
+      competitor), ``competitor`` (budgeted baselines) or ``reference`` (drawn for scale).
+    - ``needs_kernel``: runs only with a feature map that has a closed-form kernel.
+    - hooks for special cases: ``unused(h)`` hyperparameters a setting does not use;
+      ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
+      ``None`` plus the budget size); ``uses_budget(h)`` whether a setting takes the budget
+      size; ``diagnostics(res, args, T)`` extra columns of a row; ``exact_online_loss(res, K,
+      y)`` the pass's online loss with every prediction evaluated exactly (for the regret of
+      Theorem 1; learners without it get no regret); ``notes(settings, Ts)`` lines for
+      ``ilnrun validate``; ``curve(res, t)`` extra learning-curve columns; ``memory(size, T,
+      w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
+      feature parameter (the estimate ``ilnrun validate`` checks against the machine).
+    """
+
+    name: str
+    label: str
+    short: str
+    summary: str
+    fit: Callable[..., FitResult]
+    params: tuple[Param, ...]
+    budget: BudgetSize | None = None
+    role: str = "competitor"
+    needs_kernel: bool = False
+    unused: Callable[[dict], set[str]] = step_unused
+    uses_budget: Callable[[dict], bool] | None = None
+    arguments: Callable[[dict, int | None, int], dict] | None = None
+    diagnostics: Callable[[FitResult, dict, int], dict] | None = None
+    exact_online_loss: Callable[[FitResult, np.ndarray, np.ndarray], float] | None = None
+    notes: Callable[[list[dict], list[int]], list[str]] | None = None
+    curve: Callable[[FitResult, np.ndarray], dict] | None = None
+    memory: Callable[[int, int, int], int] | None = None
+    choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
+
+    def takes_budget(self, h: dict) -> bool:
+        """Whether setting ``h`` takes its size from the matched budget."""
+        if self.budget is None:
+            return False
+        return True if self.uses_budget is None else self.uses_budget(h)
+
+    def fit_arguments(self, h: dict, size: int | None, T: int) -> dict:
+        """The keyword arguments of ``fit`` for setting ``h`` (``None`` entries are unused)."""
+        if self.arguments is not None:
+            return self.arguments(h, size, T)
+        out = {k: v for k, v in h.items() if v is not None}
+        if size is not None and self.budget is not None:
+            out[self.budget.name] = size
+        return out

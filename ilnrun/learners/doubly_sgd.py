@@ -18,8 +18,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..features import FeatureMap
+from ..params import Param
 from ..schedules import step_sizes
-from .base import FeatureExpansion, FitResult, is_divergent, new_counters, out_of_time
+from .base import (
+    STEP_PARAMS,
+    BudgetSize,
+    FeatureExpansion,
+    FitResult,
+    LearnerSpec,
+    is_divergent,
+    new_counters,
+    out_of_time,
+)
 
 RESCALE_BELOW = 1e-150
 
@@ -45,7 +55,7 @@ def fit(
     c = np.zeros(k * T)  # alpha = s * c
     s = 1.0
     losses = np.empty(T)
-    train_evals = features_sampled = 0  # counted in the loop (DESIGN §3)
+    train_evals = features_sampled = 0  # counted in the loop (docs/budgets.md)
     diverged = timed_out = False
     point, sample = fmap.point, fmap.sample
 
@@ -96,3 +106,27 @@ def fit(
     n_feat = k * len(losses) if not diverged else k * (len(losses) - 1)
     predictor = FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap)
     return FitResult(predictor, losses, counters, diverged, timed_out)
+
+
+SPEC = LearnerSpec(
+    name="doubly_sgd",
+    label="Doubly SGD",
+    short="DSGD",
+    summary="Dai et al. (2014) Algorithms 1-2, k features per round",
+    fit=fit,
+    params=(
+        *STEP_PARAMS,
+        Param(
+            "nu", "float", 0.0, "l2 regularization nu (decay 1 - gamma_t nu)", min=0, key_omit=0.0
+        ),
+    ),
+    budget=BudgetSize(
+        "k",
+        # round t evaluates the k (t - 1) earlier features and its k new ones on x_t
+        cost=lambda match, T: T * (T + 1) // 2 if match == "evaluations" else T,
+        expected=lambda k, T: {"train_evals": k * T * (T + 1) // 2, "features_sampled": k * T},
+        doc="random features drawn per round",
+    ),
+    # every drawn feature is kept: k T parameters and coefficients
+    memory=lambda k, T, w: 8 * (k * T * (w + 2) + 2 * T),
+)

@@ -1,7 +1,7 @@
 """Fixed-Random features — Rahimi & Recht (2007, 2009), as compared in ILN paper Section 6.
 
 Sample ``r`` parameters once; ``z(x) = [psi(x; w_1) ... psi(x; w_r)] / sqrt(r)``; one online pass
-of SGD on the squared loss (DESIGN §2.3):
+of SGD on the squared loss (docs/algorithms.md §3):
 
     yhat_t = beta . z(x_t)
     beta  <- beta - eta_t ((yhat_t - y_t) z(x_t) + lam beta)
@@ -16,8 +16,18 @@ import math
 import numpy as np
 
 from ..features import FeatureMap
+from ..params import Param
 from ..schedules import step_sizes
-from .base import FeatureExpansion, FitResult, is_divergent, new_counters, out_of_time
+from .base import (
+    STEP_PARAMS,
+    BudgetSize,
+    FeatureExpansion,
+    FitResult,
+    LearnerSpec,
+    is_divergent,
+    new_counters,
+    out_of_time,
+)
 
 
 def fit(
@@ -39,7 +49,7 @@ def fit(
     y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
     W = fmap.sample(rng, r)
     features_sampled = len(W)
-    train_evals = 0  # counted in the loop (DESIGN §3)
+    train_evals = 0  # counted in the loop (docs/budgets.md)
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta = np.zeros(r)
     losses = np.empty(T)
@@ -68,3 +78,23 @@ def fit(
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
     return FitResult(predictor, losses, counters, diverged, timed_out)
+
+
+SPEC = LearnerSpec(
+    name="fixed_random",
+    label="Fixed-Random",
+    short="FR",
+    summary="Rahimi & Recht random features, one SGD pass",
+    fit=fit,
+    params=(
+        *STEP_PARAMS,
+        Param("lam", "float", 0.0, "l2 regularization lambda", min=0, key_omit=0.0),
+    ),
+    budget=BudgetSize(
+        "r",
+        cost=lambda match, T: T if match == "evaluations" else 1,
+        expected=lambda r, T: {"train_evals": r * T, "features_sampled": r},
+        doc="random features drawn once, each evaluated on every x_t",
+    ),
+    memory=lambda r, T, w: 8 * (r * (w + 3) + 2 * T),
+)

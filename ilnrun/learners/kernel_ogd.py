@@ -1,4 +1,4 @@
-"""Kernel online gradient descent — the exact-kernel oracle (DESIGN §2.4; Zinkevich 2003).
+"""Kernel online gradient descent — the exact-kernel oracle (docs/algorithms.md §4; Zinkevich 2003).
 
 The "kernel trick" reference of the ILN paper: the same online gradient descent as Shrinking
 Gradient, with exact kernel values and no budget:
@@ -16,7 +16,15 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..schedules import step_sizes
-from .base import FitResult, KernelExpansion, is_divergent, new_counters, out_of_time
+from .base import (
+    STEP_PARAMS,
+    FitResult,
+    KernelExpansion,
+    LearnerSpec,
+    is_divergent,
+    new_counters,
+    out_of_time,
+)
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 
@@ -57,3 +65,22 @@ def fit(
             break
         alpha[t] = etas[t] * (y[t] - yhat)
     return FitResult(KernelExpansion(alpha[: len(losses)]), losses, counters, diverged, timed_out)
+
+
+SPEC = LearnerSpec(
+    name="kernel_ogd",
+    label="Kernel OGD (exact kernel, no budget)",
+    short="KOGD",
+    summary="exact-kernel OGD oracle (not budget-limited)",
+    fit=fit,
+    params=STEP_PARAMS,
+    role="reference",
+    choices=(
+        "Kernel OGD uses the exact kernel and no feature budget; it is a reference, not a "
+        "competitor.",
+    ),
+    needs_kernel=True,
+    # its online predictions are exact: the regret uses the pass's own losses
+    exact_online_loss=lambda res, K, y: float(np.sum(res.losses)),
+    memory=lambda size, T, w: 8 * (BLOCK * T + 3 * T),
+)

@@ -16,7 +16,8 @@ squared loss. Its own analysis (Section 5: ``f_{t+1} = f_t - eta grad_t`` with
 ``printed_sign=True`` reproduces the printed rule; ``tests/test_shrinking_gradient.py`` shows it
 diverges.
 
-Cost per round is O(m log t), independent of the number of stored examples (DESIGN §2.1):
+Cost per round is O(m log t), independent of the number of stored examples (docs/algorithms.md
+§1):
 
 - ``alpha = s * a`` with a global scale ``s``: a shrink is ``s <- s / 4`` (O(1));
 - ``|a|`` only grows by appends, so its cumulative sum ``cum`` is append-only and the ``m`` draws
@@ -38,8 +39,20 @@ import math
 import numpy as np
 
 from ..features import FeatureMap
+from ..params import Param
 from ..schedules import step_sizes
-from .base import FitResult, KernelExpansion, is_divergent, new_counters, out_of_time
+from ..theory import lemma5_ratio, sg_exact_online_predictions
+from .base import (
+    STEP_PARAMS,
+    BudgetSize,
+    FitResult,
+    KernelExpansion,
+    LearnerSpec,
+    is_divergent,
+    new_counters,
+    out_of_time,
+    step_unused,
+)
 
 SAMPLERS = ("iid", "systematic")
 
@@ -113,7 +126,7 @@ def fit(
     s = 1.0
     total = 0.0  # = cum[t - 1]: |alpha|_1 = s * total
     losses = np.empty(T)
-    # counted in the loop as the features are drawn and evaluated (DESIGN §3)
+    # counted in the loop as the features are drawn and evaluated (docs/budgets.md)
     train_evals = features_sampled = shrinks = 0
     diverged = timed_out = False
     offsets = np.arange(m) / m if sampler == "systematic" else None
@@ -200,3 +213,121 @@ def average_weights(K: np.ndarray) -> np.ndarray:
         acc = decay[i] * (1.0 + acc)
         G[i] = acc
     return G / n
+
+
+# ----------------------------------------------------------------------------------------------
+# spec: what the pipeline knows about Shrinking Gradient
+
+PARAMS = (
+    *STEP_PARAMS,
+    Param(
+        "B",
+        "float",
+        1.0,
+        "norm bound; shrink when |E_t| >= 16 B",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    Param("sampler", "str", "iid", "draws of i in Algorithm 2", choices=SAMPLERS, key_omit="iid"),
+    Param(
+        "preset",
+        "str",
+        "budget",
+        "'budget': m from the matched budget, eta from the grid; 'theory': Theorem 1's "
+        "eta = B/sqrt(T), m = ceil(c B^4 T log(BT)) (no budget matching)",
+        choices=("budget", "theory"),
+        key_omit="budget",
+    ),
+    Param(
+        "c",
+        "float",
+        1.0,
+        "constant of the theory preset's m",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+)
+
+
+def _unused(h: dict) -> set[str]:
+    """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``c``
+    is used only by it."""
+    if h.get("preset") == "theory":
+        return step_unused(h) | {"eta", "schedule", "decay"}
+    return step_unused(h) | {"c"}
+
+
+def _arguments(h: dict, m: int | None, T: int) -> dict:
+    """``fit`` keywords: the setting, ``m`` from the budget, or Theorem 1's ``eta`` and ``m``."""
+    out = {k: v for k, v in h.items() if k not in ("preset", "c") and v is not None}
+    if h.get("preset") == "theory":
+        out["eta"], out["m"] = theory_preset(h["B"], T, h["c"])
+        out["schedule"] = "constant"
+    elif m is not None:
+        out["m"] = m
+    return out
+
+
+def _diagnostics(res: FitResult, args: dict, T: int) -> dict:
+    """Lemma 5's ratio ``max_t |alpha^(t+1)|_1 / ((16B + 1) sum_{s<=t} eta_s)`` (<= 1 iff the
+    bound held all along the pass)."""
+    etas = step_sizes(args["schedule"], args["eta"], T, args.get("decay"))
+    return {"lemma5_max_ratio": lemma5_ratio(res.extras["alpha_l1"], etas, args["B"])}
+
+
+def _exact_online_loss(res: FitResult, K: np.ndarray, y: np.ndarray) -> float:
+    """``sum_t 0.5 (f_t(x_t) - y_t)^2`` with ``f_t`` evaluated exactly (not the estimate E_t)."""
+    f = sg_exact_online_predictions(K, res.extras["alpha_new"], res.extras["shrinks_before"])
+    return float(0.5 * np.sum((f - y) ** 2))
+
+
+def _curve(res: FitResult, t: np.ndarray) -> dict:
+    """``|alpha^(t+1)|_1`` after round t."""
+    return {"alpha_l1": res.extras["alpha_l1"][t - 1].tolist()}
+
+
+def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
+    """``ilnrun validate``: Theorem 1's eta and m per T for every theory-preset setting."""
+    theory = sorted({(h["B"], h["c"]) for h in hypers if h.get("preset") == "theory"})
+    return [
+        f"shrinking_gradient theory preset (B={B}, c={c}): "
+        + "; ".join("T={}: eta={:.4g}, m={:,}".format(T, *theory_preset(B, T, c)) for T in Ts)
+        for B, c in theory
+    ]
+
+
+SPEC = LearnerSpec(
+    name="shrinking_gradient",
+    label="Shrinking Gradient",
+    short="SG",
+    summary="ILN paper Algorithms 1-2: kernel-expansion OGD with Algorithm-2 estimates and shrinks",
+    fit=fit,
+    params=PARAMS,
+    budget=BudgetSize(
+        "m",
+        cost=lambda match, T: 2 * (T - 1) if match == "evaluations" else T - 1,
+        expected=lambda m, T: {"train_evals": 2 * m * (T - 1), "features_sampled": m * (T - 1)},
+        doc="samples per round of Algorithm 2 (two evaluations each, none at round 1)",
+    ),
+    role="proposed",
+    choices=(
+        "The online prediction of Shrinking Gradient is its Algorithm-2 estimate `E_t`.",
+        "Shrinking Gradient uses the gradient-descent sign `α_t = η(y_t − E_t)` (the paper "
+        "prints `−η(y_t − E_t)`, which is ascent; see docs/algorithms.md §1.3).",
+        "Shrinking Gradient's `test_loss` evaluates `Σ α_i k(x_i, x)` exactly with the "
+        "closed-form kernel; `test_loss_estimated` is what Algorithm 2 with `m_test` samples "
+        "gives instead (what a user without the kernel gets); `test_loss_avg` is its averaged "
+        "predictor (Corollary 1).",
+    ),
+    unused=_unused,
+    uses_budget=lambda h: h.get("preset") != "theory",
+    arguments=_arguments,
+    diagnostics=_diagnostics,
+    exact_online_loss=_exact_online_loss,
+    notes=_notes,
+    curve=_curve,
+    # T-long arrays, and per round m draws: keys, indices, parameters and products
+    memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
+)

@@ -1,0 +1,166 @@
+"""The cells of a resolved config, their keys and seeds (docs/architecture.md §2).
+
+A cell is one (dataset setting, repetition, learner, hyperparameter setting[, budget]). Its
+**key** identifies it and seeds it; the key depends only on the resolved config: hyperparameters
+that a setting does not use (``None``) and values equal to their parameter's frozen ``key_omit``
+are left out (see :class:`ilnrun.params.Param`), so adding an optional parameter with a
+``key_omit`` equal to its introduced default changes no existing cell, and changing a default in
+code changes the resolved config (a resume is then refused), never a cell's identity.
+
+A file named in the config is identified in the key by its content (SHA-256), not its path:
+the same data give the same cells wherever the file lies, and changed data give new cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..data import DATASETS
+from ..learners import LEARNERS
+from ..params import NEVER, key_part
+
+
+def digest(obj: Any) -> str:
+    """Stable hex digest of a JSON-able object (sorted keys)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
+    """``SeedSequence(root, spawn_key=H(key))`` with ``H`` the first 128 bits of SHA-256 of the
+    key's canonical JSON: a cell's (or a dataset instance's) randomness depends on nothing but
+    the root seed and its key — not on workers, backend or order."""
+    h = digest(key)
+    return np.random.SeedSequence(
+        root, spawn_key=tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
+    )
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (dataset setting, repetition, method, hyperparameter setting[, budget])."""
+
+    index: int
+    data: dict  # resolved dataset setting, all scalars (kind + params)
+    rep: int
+    method: str
+    hyper: dict  # hyperparameters of this grid point (``None``: unused by this setting)
+    dsgd_k: int | None  # the budget axis value; None for learners without a budget
+    data_id: dict | None = None  # the dataset setting as identified in keys (files by content)
+
+    @property
+    def data_key(self) -> dict:
+        return {"data": self.data if self.data_id is None else self.data_id, "rep": self.rep}
+
+    @property
+    def key(self) -> dict:
+        """What identifies the cell (and seeds it)."""
+        hyper = key_part(LEARNERS[self.method].params, self.hyper)
+        return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.dsgd_k}
+
+    @property
+    def id(self) -> str:
+        return digest(self.key)[:20]
+
+
+def record_digest(cfg: dict, cell: Cell) -> str:
+    """Digest of everything that determines a cell's numbers: its key, the root seed, the
+    feature map, the budget convention, the evaluation settings and the engine. A logged record
+    whose digest differs belongs to another config and is never resumed."""
+    return digest(
+        {
+            "key": cell.key,
+            "seed": cfg["seed"],
+            "feature_map": cfg["feature_map"],
+            "match": cfg["budget"]["match"],
+            "evaluation": cfg["evaluation"],
+            "data": cell.data,
+            "engine": cfg.get("engine", "numpy"),
+        }
+    )
+
+
+def _is_axis(kind: str, key: str, value: Any) -> bool:
+    """A list under ``dataset`` is an axis unless its parameter takes a list as one value."""
+    types = {p.name: p.type for p in DATASETS[kind].params}
+    return isinstance(value, list) and types.get(key) != "strlist"
+
+
+def axes(cfg: dict) -> list[str]:
+    """Names of the dataset keys that vary (lists) — the experiment's dataset axes."""
+    ds = cfg["dataset"]
+    return [k for k, v in ds.items() if k != "kind" and _is_axis(ds["kind"], k, v)]
+
+
+def dataset_settings(cfg: dict) -> list[dict]:
+    """Every combination of the dataset axes, each a mapping of scalars (kind + params)."""
+    ds = cfg["dataset"]
+    keys = list(ds)
+    values = [ds[k] if k != "kind" and _is_axis(ds["kind"], k, ds[k]) else [ds[k]] for k in keys]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+def data_identity(cfg: dict, setting: dict) -> dict | None:
+    """The setting as identified in cell keys: a file path replaced by its content digest
+    (``None`` when the setting names no file, so today's keys are unchanged). Parameters equal
+    to a frozen ``key_omit`` are left out."""
+    params = DATASETS[setting["kind"]].params
+    files = cfg.get("inputs", {})
+    omit = {p.name: p.key_omit for p in params}
+    if not any(p.type == "path" for p in params) and all(v is NEVER for v in omit.values()):
+        return None
+    out = {}
+    for k, v in setting.items():
+        if omit.get(k, NEVER) is not NEVER and v == omit[k]:
+            continue
+        out[k] = files[v]["sha256"] if isinstance(v, str) and v in files else v
+    return out
+
+
+def method_grid(spec_name: str, params: dict) -> list[dict]:
+    """Expand a method's hyperparameter lists into settings; keys a setting does not use (the
+    spec's ``unused``) are ``None`` and the duplicates this creates are dropped."""
+    unused = LEARNERS[spec_name].unused
+    keys = list(params)
+    seen, out = set(), []
+    for combo in itertools.product(*[_as_list(params[k]) for k in keys]):
+        h = dict(zip(keys, combo, strict=True))
+        for key in unused(h):
+            if key in h:
+                h[key] = None
+        sig = json.dumps(h, sort_keys=True)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(h)
+    return out
+
+
+def cells(cfg: dict) -> list[Cell]:
+    """All cells, ordered so that cells sharing a dataset instance are consecutive."""
+    out: list[Cell] = []
+    budgets = _as_list(cfg["budget"]["dsgd_k"])
+    for data in dataset_settings(cfg):
+        data_id = data_identity(cfg, data)
+        for rep in range(cfg["repetitions"]):
+            for method, params in cfg["methods"].items():
+                spec = LEARNERS[method]
+                grid = method_grid(method, params)
+                for k in budgets:
+                    out += [
+                        Cell(len(out) + i, data, rep, method, h, k, data_id)
+                        for i, h in enumerate(h for h in grid if spec.takes_budget(h))
+                    ]
+                out += [
+                    Cell(len(out) + i, data, rep, method, h, None, data_id)
+                    for i, h in enumerate(h for h in grid if not spec.takes_budget(h))
+                ]
+    return out

@@ -1,0 +1,477 @@
+"""The config's keys and their validation: YAML -> resolved config (docs/architecture.md §2).
+
+Every problem is collected with its key path (``methods.shrinking_gradient.eta[2]: must be > 0,
+got -0.1``) and raised together as one :class:`~ilnrun.params.ConfigError` before any cell runs.
+The keys of learners, feature maps and datasets come from their specs (:data:`LEARNERS`,
+:data:`FEATURE_MAPS`, :data:`DATASETS`); this module holds only the experiment-level sections.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ..budget import MATCHES, derive
+from ..data import DATASETS, DataError, build_dataset, check
+from ..features import FEATURE_MAPS, FeatureMap
+from ..learners import LEARNERS
+from ..params import (
+    ConfigError,
+    Param,
+    check_kind,
+    check_scalar,
+    check_section,
+    key_text,
+    show,
+    unknown,
+)
+from . import grid
+
+BUDGET_PARAMS = (
+    Param(
+        "match",
+        "str",
+        "evaluations",
+        "what is equalized across learners",
+        choices=MATCHES,
+        listable=False,
+    ),
+    Param(
+        "dsgd_k",
+        "int",
+        4,
+        "Doubly SGD features per round; every budgeted learner's size is derived (a list is an "
+        "axis)",
+        min=1,
+    ),
+)
+EVALUATION_PARAMS = (
+    Param(
+        "m_test",
+        "int",
+        2000,
+        "Algorithm-2 samples per point for estimated predictions",
+        min=1,
+        listable=False,
+    ),
+    Param(
+        "n_test_estimated",
+        "int",
+        "all",
+        "test points (the first n of the test split) on which test_loss_estimated is computed",
+        min=1,
+        listable=False,
+        special=("all",),
+    ),
+    Param(
+        "regret_B",
+        "float",
+        None,
+        "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
+        "f with |f|_H <= B in hindsight (exact kernel, O(T^3) per dataset; null: not computed)",
+        min=0,
+        min_exclusive=True,
+        listable=False,
+        special=(None,),
+    ),
+    Param(
+        "curve_points",
+        "int",
+        200,
+        "points of each learning curve kept in curves.csv",
+        min=2,
+        listable=False,
+    ),
+)
+
+
+def _machine_memory_gb() -> float:
+    """Physical memory of this machine in GiB (8 if it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 8.0
+
+
+LIMITS_PARAMS = (
+    Param(
+        "cell_timeout_s",
+        "float",
+        None,
+        "wall-clock seconds a cell's training pass may take; it then stops at the next round "
+        "and is recorded timed_out (null: no limit)",
+        min=0,
+        min_exclusive=True,
+        listable=False,
+        special=(None,),
+    ),
+    Param(
+        "max_cells",
+        "int",
+        200_000,
+        "a config with more cells is refused before it starts (raise it deliberately)",
+        min=1,
+        listable=False,
+    ),
+    Param(
+        "max_memory_gb",
+        "float",
+        None,
+        "a config whose largest cell is estimated to need more memory (GiB) is refused before "
+        "it starts (null: 80% of this machine's memory)",
+        min=0,
+        min_exclusive=True,
+        listable=False,
+        special=(None,),
+    ),
+)
+TOP_LEVEL = (
+    "name",
+    "description",
+    "seed",
+    "repetitions",
+    "dataset",
+    "feature_map",
+    "budget",
+    "evaluation",
+    "methods",
+    "limits",
+)
+# written into the resolved config (never read from a user's file: recomputed on every load)
+DERIVED = ("inputs",)
+NAME_MAX = 100
+DESCRIPTION_MAX = 10_000
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file; every failure becomes a ConfigError naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([("", f"config file {show(str(p), 300)} does not exist")])
+    try:
+        text = p.read_text()
+        doc = yaml.safe_load(text)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError([("", f"{p}: not valid YAML: {exc}")]) from None
+    if doc is None:
+        raise ConfigError([("", f"{p}: the file is empty")])
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            [
+                (
+                    "",
+                    f"{p}: the document must be a mapping of keys "
+                    f"(name, dataset, methods, ...), got {type(doc).__name__}",
+                )
+            ]
+        )
+    return doc
+
+
+def load(path: str | Path) -> dict:
+    """Load and resolve a config file (the experiment name defaults to the file's stem; relative
+    data paths are relative to the file's folder)."""
+    p = Path(path)
+    return resolve(load_yaml(p), default_name=p.stem, base_dir=p.resolve().parent)
+
+
+def dump(cfg: dict) -> str:
+    return yaml.safe_dump(
+        cfg, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# resolving
+
+
+def _check_name(name: Any, problems: list) -> None:
+    """A folder name: non-empty, at most NAME_MAX characters, no path separator, no leading
+    dot, no control character."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > NAME_MAX
+        or "/" in name
+        or "\\" in name
+        or name.startswith(".")
+        or any(unicodedata.category(ch).startswith("C") for ch in name)
+    ):
+        problems.append(
+            (
+                "name",
+                f"must be a non-empty string usable as a folder name (at most {NAME_MAX} "
+                f"characters, no '/', no leading '.', no control characters), got {show(name)}",
+            )
+        )
+
+
+def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None = None) -> dict:
+    """Validate a raw config mapping and return it with every default filled in."""
+    problems: list[tuple[str, str]] = []
+    for key in raw:
+        if key not in TOP_LEVEL and key not in DERIVED:
+            problems.append(unknown(key, TOP_LEVEL, key_text(key)))
+    cfg: dict[str, Any] = {}
+    name = raw.get("name", default_name)
+    _check_name(name, problems)
+    cfg["name"] = name
+    description = raw.get("description", "")
+    if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
+        problems.append(
+            ("description", f"must be a string of at most {DESCRIPTION_MAX:,} characters")
+        )
+    cfg["description"] = description
+    for key, lo, default in (("seed", 0, 0), ("repetitions", 1, 10)):
+        v = raw.get(key, default)
+        cfg[key] = check_scalar(Param(key, "int", default, "", min=lo), v, key, problems)
+    cfg["dataset"] = check_kind(raw.get("dataset"), DATASETS, "dataset", problems, None)
+    cfg["feature_map"] = check_kind(
+        raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, "coordinate"
+    )
+    cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
+    cfg["evaluation"] = check_section(
+        raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
+    )
+    cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
+    methods = raw.get("methods")
+    cfg["methods"] = {}
+    if methods is None:
+        problems.append(
+            ("methods", f"is required: a mapping with one or more of {', '.join(LEARNERS)}")
+        )
+    elif not isinstance(methods, dict) or not methods:
+        problems.append(
+            (
+                "methods",
+                f"must be a non-empty mapping of learners ({', '.join(LEARNERS)}), "
+                f"got {show(methods)}",
+            )
+        )
+    else:
+        for mname, mraw in methods.items():
+            if mname not in LEARNERS:
+                problems.append(
+                    unknown(mname, LEARNERS, f"methods.{key_text(mname)}", what="learner")
+                )
+                continue
+            cfg["methods"][mname] = check_section(
+                mraw, LEARNERS[mname].params, f"methods.{mname}", problems
+            )
+    if not problems:
+        _resolve_paths(cfg, base_dir, problems)
+    if not problems:
+        _cross_checks(cfg, problems)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def _resolve_paths(cfg: dict, base_dir: Path | None, problems: list) -> None:
+    """Make every path of the dataset section absolute (relative to the config file's folder,
+    or the working directory for a config given as a mapping) and record each file's SHA-256,
+    size, rows and columns under ``inputs``: a changed file is a changed config."""
+    ds = cfg["dataset"]
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    inputs = {}
+    for p in DATASETS[ds["kind"]].params:
+        if p.type != "path" or ds.get(p.name) is None:
+            continue
+        values = _as_list(ds[p.name])
+        resolved = []
+        for i, v in enumerate(values):
+            where = f"dataset.{p.name}" + (f"[{i}]" if isinstance(ds[p.name], list) else "")
+            f = Path(v).expanduser()
+            f = f if f.is_absolute() else base / f
+            try:
+                f = f.resolve()
+                data = f.read_bytes() if f.is_file() else None
+            except OSError as exc:
+                problems.append((where, f"cannot read {show(str(f), 300)}: {exc.strerror}"))
+                continue
+            if data is not None:  # (a missing file is reported by the dataset's own check)
+                inputs[str(f)] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+            resolved.append(str(f))
+        if len(resolved) == len(values):
+            ds[p.name] = resolved if isinstance(ds[p.name], list) else resolved[0]
+    if inputs:
+        cfg["inputs"] = inputs
+
+
+def _cross_checks(cfg: dict, problems: list) -> None:
+    """What the sections need from each other: the dataset's own checks, closed-form kernels,
+    budget sizes of at least 1, the data the feature map can work with, and resources."""
+    _dataset_checks(cfg, problems)
+    fm = cfg["feature_map"]["kind"]
+    has_kernel = FEATURE_MAPS[fm].has_kernel
+    for name in cfg["methods"]:
+        if LEARNERS[name].needs_kernel and not has_kernel:
+            problems.append(
+                (f"methods.{name}", f"needs a closed-form kernel; feature map {fm!r} has none")
+            )
+    ds = cfg["dataset"]
+    for T in _as_list(ds["T"]):
+        for k in _as_list(cfg["budget"]["dsgd_k"]):
+            b = derive(cfg["budget"]["match"], k, T)
+            for name in cfg["methods"]:
+                size = LEARNERS[name].budget
+                if size is not None and b.size(size.name) < 1:
+                    problems.append(
+                        (
+                            "budget.dsgd_k",
+                            f"gives {size.name} = {b.size(size.name)} < 1 for T={T} ({name})",
+                        )
+                    )
+    if not problems:
+        _feature_map_checks(cfg, problems)
+    if not problems:
+        _resource_checks(cfg, problems)
+
+
+def _dataset_checks(cfg: dict, problems: list) -> None:
+    """``sparsity <= T``; a feature map with a closed-form kernel for datasets labelled by that
+    kernel; the dataset's own checks of every setting (a key given as a list is named with the
+    index of the offending value)."""
+    ds = cfg["dataset"]
+    if "sparsity" in ds:
+        for T, sp in itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"])):
+            if sp > T:
+                problems.append(("dataset.sparsity", f"must be <= T, got sparsity={sp} with T={T}"))
+                break
+    fm = cfg["feature_map"]["kind"]
+    if DATASETS[ds["kind"]].needs_kernel and not FEATURE_MAPS[fm].has_kernel:
+        problems.append(
+            (
+                "dataset.kind",
+                f"{ds['kind']!r} labels data with the feature map's kernel; feature map {fm!r} "
+                "has no closed-form kernel",
+            )
+        )
+    seen = set()
+    for setting in grid.dataset_settings(cfg):
+        for key, msg in check(setting):
+            path = f"dataset.{key}"
+            if grid._is_axis(ds["kind"], key, ds.get(key)):
+                path += f"[{ds[key].index(setting[key])}]"
+            if (path, msg) not in seen:
+                seen.add((path, msg))
+                problems.append((path, msg))
+
+
+def _feature_map_checks(cfg: dict, problems: list) -> None:
+    """Data that make the feature map degenerate (e.g. a zero Fourier bandwidth), checked on the
+    first repetition's training inputs of every dataset setting — only for maps that check."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    if fmap.check_data.__func__ is FeatureMap.check_data.__func__:
+        return
+    for setting in grid.dataset_settings(cfg):
+        key = {"data": grid.data_identity(cfg, setting) or setting, "rep": 0}
+        rng = np.random.default_rng(grid.seed_sequence(cfg["seed"], key))
+        try:
+            data = build_dataset(setting, rng, cfg["feature_map"])
+        except DataError as exc:
+            problems.append((f"dataset.{exc.key}", exc.message))
+            return
+        msg = fmap.check_data(cfg["feature_map"], data.X_train)
+        if msg:
+            problems.append(("feature_map", msg))
+            return
+
+
+def largest_cell(cfg: dict) -> dict:
+    """Estimates for the largest cell of a config: its memory (bytes: dataset, learner,
+    evaluation) and its training work (feature or kernel evaluations)."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    ev = cfg["evaluation"]
+    worst = {"memory": 0, "evaluations": 0}
+    for setting in grid.dataset_settings(cfg):
+        T = int(setting["T"])
+        D = int(setting.get("D", 0)) or 64  # tables: columns are few; a generous guess
+        n_val = int(setting.get("n_val", 0))
+        n_test = setting.get("n_test", 0)
+        n_test = int(n_test) if isinstance(n_test, int) else 10 * (T + n_val)
+        rows = T + n_val + n_test
+        data_bytes = 3 * 8 * rows * D  # the inputs and the temporaries that make them
+        kernel_bytes = 8 * (n_val + n_test) * T if fmap.has_kernel else 0
+        # Algorithm-2 estimates: chunks of about 2^20 (point, sample) pairs, at least one point
+        pairs = max(min(1 << 20, ev["m_test"] * max(1, n_test)), ev["m_test"])
+        estimate_bytes = 8 * pairs * (fmap.param_floats(D) + 4)
+        w = fmap.param_floats(D)
+        for name, params in cfg["methods"].items():
+            spec = LEARNERS[name]
+            for h in grid.method_grid(name, params):
+                for k in _as_list(cfg["budget"]["dsgd_k"]):
+                    size = None
+                    if spec.takes_budget(h):
+                        size = derive(cfg["budget"]["match"], k, T).size(spec.budget.name)
+                    args = spec.fit_arguments(h, size, T)
+                    if spec.budget is not None:
+                        size = args.get(spec.budget.name, size)
+                    learner = spec.memory(size or 0, T, w) if spec.memory else 0
+                    mem = data_bytes + kernel_bytes + estimate_bytes + learner
+                    evals = (
+                        spec.budget.expected(size, T)["train_evals"]
+                        if spec.budget is not None and size
+                        else T * (T - 1) // 2
+                    )
+                    worst["memory"] = max(worst["memory"], mem)
+                    worst["evaluations"] = max(worst["evaluations"], evals)
+    return worst
+
+
+def _resource_checks(cfg: dict, problems: list) -> None:
+    """Refuse what cannot run here: more cells than ``limits.max_cells``, or a largest cell
+    estimated above ``limits.max_memory_gb`` (default 80% of this machine's memory)."""
+    lim = cfg["limits"]
+    n = _count_cells(cfg)
+    if n > lim["max_cells"]:
+        problems.append(
+            (
+                "limits.max_cells",
+                f"the config has {n:,} cells, more than limits.max_cells = "
+                f"{lim['max_cells']:,}; shrink the grids or axes, or raise limits.max_cells",
+            )
+        )
+        return
+    cap = lim["max_memory_gb"] or 0.8 * _machine_memory_gb()
+    est = largest_cell(cfg)
+    gb = est["memory"] / 2**30
+    if gb > cap:
+        problems.append(
+            (
+                "limits.max_memory_gb",
+                f"the largest cell is estimated to need {gb:,.3g} GiB of memory, more than "
+                f"{cap:,.3g} GiB (limits.max_memory_gb; null = 80% of this machine); reduce the "
+                "dataset sizes, the budget (dsgd_k, theory preset B or c) or evaluation.m_test",
+            )
+        )
+    if not math.isfinite(gb):  # pragma: no cover - defensive
+        problems.append(("limits.max_memory_gb", "the memory estimate is not finite"))
+
+
+def _count_cells(cfg: dict) -> int:
+    """The number of cells, counted without listing them."""
+    n_data = len(grid.dataset_settings(cfg)) * cfg["repetitions"]
+    budgets = len(_as_list(cfg["budget"]["dsgd_k"]))
+    per = 0
+    for name, params in cfg["methods"].items():
+        spec = LEARNERS[name]
+        for h in grid.method_grid(name, params):
+            per += budgets if spec.takes_budget(h) else 1
+    return n_data * per

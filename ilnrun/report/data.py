@@ -1,0 +1,173 @@
+"""What every report section reads: the tables of one results directory, read once, and the
+row selections and paired comparisons the sections share (docs/architecture.md §3)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from ..learners import LEARNERS, competitors
+from ..stats import claim_verdict, mean_ci, paired_difference, verdict_word
+
+
+def fmt(mean: float | None, ci: float | None, digits: int = 4) -> str:
+    """``mean ± ci`` for a table cell; ``—`` for no value, ``diverged`` for an infinite one."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    if math.isinf(mean):
+        return "diverged"
+    s = f"{mean:.{digits}g}"
+    if ci is not None and not (isinstance(ci, float) and math.isnan(ci)):
+        s += f" ± {ci:.2g}"
+    return s
+
+
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def label(method: str) -> str:
+    spec = LEARNERS.get(method)
+    return spec.label if spec is not None else method
+
+
+def short(method: str) -> str:
+    spec = LEARNERS.get(method)
+    return spec.short if spec is not None else method
+
+
+def x_axis(cfg: dict) -> str | None:
+    """The first dataset parameter given as a list (the experiment's x axis), if any."""
+    from ..config.grid import axes
+
+    for k in axes(cfg):
+        if len(cfg["dataset"][k]) > 1:
+            return k
+    return None
+
+
+def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.DataFrame:
+    """Rows of ``method`` matching ``keys`` for one hyperparameter setting: the one selected on
+    validation loss (``by=None``), or the one with the lowest mean ``by`` over repetitions
+    among the rows that did not diverge or time out."""
+    g = runs[runs["method"] == method]
+    for k, v in keys.items():
+        g = g[g[k] == v]
+    if by is None:
+        return g[g["selected"]]
+    ok = g[~(g["diverged"] | g["timed_out"])]
+    if ok.empty:
+        return ok
+    return ok[ok["setting"] == ok.groupby("setting")[by].mean().idxmin()]
+
+
+def paired(
+    runs: pd.DataFrame, a: str, b: str, keys: dict, metric: str = "test_loss", by: str | None = None
+) -> dict:
+    """Mean and 95% CI of ``metric(a) − metric(b)`` over repetitions (settings chosen by
+    :func:`pick`), restricted to rows matching ``keys`` (paired: both saw the same data)."""
+    la = pick(runs, a, keys, by).set_index("repetition")[metric]
+    lb = pick(runs, b, keys, by).set_index("repetition")[metric]
+    return paired_difference(la, lb)
+
+
+# (metric, selection rule for pick(), description) of the claims checked
+COMPARISONS = (
+    ("test_loss", None, "test loss (settings selected on validation loss)"),
+    ("online_loss", None, "online loss (same settings)"),
+    ("online_loss", "online_loss", "online loss (each learner's best setting for online loss)"),
+)
+
+
+class ReportData:
+    """The resolved config, ``meta.json``, ``runs.csv`` and ``summary.csv`` of a results
+    directory, the experiment's axes, and the comparisons the sections share."""
+
+    def __init__(self, results_dir: Path, out_dir: Path) -> None:
+        self.results_dir, self.out_dir = Path(results_dir), Path(out_dir)
+        self.cfg = yaml.safe_load((self.results_dir / "config.yaml").read_text())
+        self.meta = json.loads((self.results_dir / "meta.json").read_text())
+        self.runs = pd.read_csv(self.results_dir / "runs.csv")
+        self.summary = pd.read_csv(self.results_dir / "summary.csv")
+        self.xa = x_axis(self.cfg)
+        self.ks = [int(k) for k in sorted(self.summary["dsgd_k"].dropna().unique())]
+        present = set(self.summary["method"])
+        self.methods = [m for m in LEARNERS if m in present]
+        self.compared = [m for m in competitors() if m in present]
+        self.proposed = [m for m in self.compared if LEARNERS[m].role == "proposed"]
+        self.xs = sorted(self.summary[self.xa].dropna().unique()) if self.xa else [None]
+
+    def keys(self, k: int | None, x: Any) -> dict:
+        """Row filter for one budget and one x-axis value."""
+        out = {} if k is None else {"dsgd_k": k}
+        return out | ({self.xa: x} if self.xa and x is not None else {})
+
+    def summary_rows(self, method: str, k: int | None, x: Any) -> pd.DataFrame:
+        s = self.summary[self.summary["method"] == method]
+        if method in self.compared and k is not None:
+            s = s[s["dsgd_k"] == k]
+        if self.xa and x is not None:
+            s = s[s[self.xa] == x]
+        return s
+
+    def cell(self, method: str, metric: str, k: int | None, x: Any) -> str:
+        s = self.summary_rows(method, k, x)
+        if not len(s) or f"{metric}_mean" not in s:
+            return "—"
+        return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+
+    def verdict_rows(
+        self, metric: str, by: str | None = None
+    ) -> list[tuple[str, str, int | None, list[dict], str]]:
+        """(subject, other learner, budget, paired results per x value, verdict) for the claim
+        'the proposed learner has a lower ``metric`` than each competitor'."""
+        out = []
+        for subject in self.proposed:
+            for other in self.compared:
+                if other == subject:
+                    continue
+                for k in self.ks or [None]:
+                    ps = [
+                        paired(self.runs, subject, other, self.keys(k, x), metric, by)
+                        for x in self.xs
+                    ]
+                    words = [verdict_word(p, short(subject)) for p in ps]
+                    out.append((subject, other, k, ps, claim_verdict(words)))
+        return out
+
+    def per_T(self, g: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+        """Mean and 95% t-interval half-width over repetitions of ``metrics``, per T."""
+        rows = []
+        for T, h in g.groupby("T"):
+            row = {"T": T}
+            for metric in metrics:
+                st = mean_ci(h[metric].to_numpy(float))
+                row[f"{metric}_mean"], row[f"{metric}_ci95"] = st["mean"], st["ci95"]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def regret_groups(self) -> list[tuple[str, str, pd.DataFrame]]:
+        """Per-T regret statistics (mean, 95% CI over repetitions): every grid setting of the
+        proposed learner, and the validation-selected setting of the others."""
+        out = []
+        if "regret" not in self.runs:
+            return out
+        runs = self.runs[self.runs["regret"].notna()]
+        for m in self.methods:
+            r = runs[runs["method"] == m]
+            if m in self.proposed:
+                groups = list(r.groupby("setting", sort=False))
+            else:
+                groups = [("setting selected on validation loss per T", r[r["selected"]])]
+            for setting, g in groups:
+                if len(g):
+                    stats = self.per_T(g, ("regret", "regret_estimated", "best_loss_B"))
+                    out.append((m, setting, stats))
+        return out

@@ -1,0 +1,30 @@
+"""The sections of a report, in order; each module renders one part from a
+:class:`~ilnrun.report.data.ReportData` as Markdown lines (``render(r) -> list[str]``)."""
+
+from . import (
+    counters,
+    figures,
+    header,
+    headline,
+    predictors,
+    selected,
+    setup,
+    tables,
+    theory,
+    verdicts,
+)
+
+SECTIONS = (
+    header,
+    headline,
+    setup,
+    counters,
+    figures,
+    tables,
+    predictors,
+    theory,
+    selected,
+    verdicts,
+)
+
+__all__ = ["SECTIONS"]

@@ -1,0 +1,39 @@
+"""The predictors of learners that return more than one (the averaged predictor, Algorithm-2
+estimates): final exact, averaged exact, final estimated, and the zero predictor for scale."""
+
+from __future__ import annotations
+
+from ..data import ReportData, label, md_table
+
+COLUMNS = (
+    ("test_loss", "final, exact"),
+    ("test_loss_avg", "averaged, exact"),
+    ("test_loss_estimated", "final, Algorithm-2 estimates"),
+    ("test_loss_zero", "zero predictor"),
+)
+
+
+def render(r: ReportData) -> list[str]:
+    L: list[str] = []
+    if "test_loss_avg" not in r.runs:
+        return L
+    for m in r.methods:
+        if not r.runs.loc[r.runs["method"] == m, "test_loss_avg"].notna().any():
+            continue
+        L += [
+            f"## {label(m)}'s predictors (test loss, mean ± 95% CI)",
+            "",
+            "Final predictor evaluated exactly; the averaged predictor of Corollary 1; the final "
+            "predictor evaluated with Algorithm-2 estimates (what a user without the kernel "
+            "gets); the zero predictor for scale.",
+            "",
+        ]
+        rows = []
+        for k in r.ks or [None]:
+            for x in r.xs:
+                rows.append(
+                    [k if k is not None else "—", x if x is not None else "all"]
+                    + [r.cell(m, metric, k, x) for metric, _ in COLUMNS]
+                )
+        L += [md_table(["k", r.xa or "—"] + [c for _, c in COLUMNS], rows), ""]
+    return L

@@ -1,0 +1,27 @@
+"""The hyperparameter setting selected on validation loss, per learner and budget."""
+
+from __future__ import annotations
+
+from ..data import ReportData, label, md_table
+
+
+def render(r: ReportData) -> list[str]:
+    rows = []
+    for m in r.methods:
+        for k in r.ks if m in r.compared and r.ks else [None]:
+            s = r.summary[r.summary["method"] == m]
+            s = s[s["dsgd_k"] == k] if k is not None else s
+            counts = s["setting"].value_counts()
+            rows.append(
+                [
+                    label(m),
+                    k if k is not None else "—",
+                    "; ".join(f"{st} (×{c})" for st, c in counts.items()) or "none (all diverged)",
+                ]
+            )
+    return [
+        "## Selected hyperparameters",
+        "",
+        md_table(["learner", "k", "selected setting (× dataset settings)"], rows),
+        "",
+    ]

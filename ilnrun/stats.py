@@ -1,0 +1,81 @@
+"""The statistics of every table, figure and verdict, in one place (docs/protocol.md §6).
+
+- 95% Student-t interval of a mean over ``n`` repetitions: half-width
+  ``t_{0.975, n-1} s / sqrt(n)`` with ``s`` the sample standard deviation (``ddof = 1``);
+  ``t`` from ``scipy.stats.t``. Used by ``summary.csv``, the report's paired verdicts and the
+  figures' bands.
+- Paired differences: all learners of a repetition see the same data, so a comparison of two
+  learners uses the per-repetition differences ``a_r - b_r`` and the interval of their mean.
+- Verdict words: a difference is *significant* when its interval excludes 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+from scipy.stats import t as student_t
+
+
+def t975(df: int) -> float:
+    """The Student-t 0.975 quantile with ``df`` degrees of freedom (NaN for ``df < 1``)."""
+    return float(student_t.ppf(0.975, df)) if df >= 1 else math.nan
+
+
+def mean_ci(values: Iterable[float]) -> dict[str, float]:
+    """``mean``, ``std`` (ddof 1), ``ci95`` (the 95% t-interval half-width) and ``n`` of the
+    finite-or-infinite, non-NaN ``values``; NaN where ``n`` is too small."""
+    v = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    v = v[~np.isnan(v)]
+    n = len(v)
+    mean = float(v.mean()) if n else math.nan
+    std = float(v.std(ddof=1)) if n > 1 else math.nan
+    half = t975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    return {"mean": mean, "std": std, "ci95": half, "n": n}
+
+
+def paired_difference(a: dict | object, b: dict | object) -> dict[str, float]:
+    """Mean and 95% interval of ``a_r - b_r`` over the repetitions ``r`` both have (``a``, ``b``:
+    pandas Series indexed by repetition); non-finite differences are left out."""
+    d = (a - b).dropna()  # type: ignore[operator]
+    d = d[np.isfinite(d)]
+    s = mean_ci(d.to_numpy(dtype=float))
+    return {"n": s["n"], "mean": s["mean"], "ci": s["ci95"]}
+
+
+def significant(p: dict) -> bool:
+    """Whether a paired difference's 95% interval excludes 0."""
+    return not math.isnan(p["ci"]) and abs(p["mean"]) > p["ci"]
+
+
+def verdict_word(p: dict, subject: str = "SG") -> str:
+    """``<subject> lower|higher (significant|not significant)`` for a paired difference
+    ``subject - other``; ``no data`` without finite differences."""
+    if p["n"] == 0 or math.isnan(p["mean"]):
+        return "no data"
+    side = f"{subject} lower" if p["mean"] < 0 else f"{subject} higher"
+    return f"{side} ({'significant' if significant(p) else 'not significant'})"
+
+
+def claim_verdict(words: list[str]) -> str:
+    """Collapse per-setting words into ``holds`` (significantly lower everywhere), ``holds in
+    direction, not always significantly``, ``does not hold`` (significantly higher somewhere,
+    significantly lower nowhere), ``no significant difference``, ``mixed``, or ``nothing to
+    compare`` (no setting had data on both sides)."""
+    words = [w for w in words if w != "no data"]
+    n = len(words)
+    if n == 0:
+        return "nothing to compare"
+    lower = sum(" lower" in w for w in words)
+    sig_lower = sum(w.endswith("lower (significant)") for w in words)
+    sig_higher = sum(w.endswith("higher (significant)") for w in words)
+    if sig_lower == n:
+        return "holds"
+    if sig_higher == 0 and lower == n:
+        return "holds in direction, not always significantly"
+    if sig_higher > 0 and sig_lower == 0:
+        return "does not hold"
+    if sig_higher == 0 and sig_lower == 0:
+        return "no significant difference"
+    return "mixed"
