@@ -414,11 +414,22 @@ def load_yaml(path: str | Path) -> Any:
     p = Path(path)
     if not p.is_file():
         raise ConfigError([("", f"config file {str(p)!r} does not exist")])
+    from .safe_yaml import YamlLimitError, load_bounded
+
     try:
-        text = p.read_text()
-        doc = yaml.safe_load(text)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError([("", f"{p}: not valid YAML: {exc}")]) from None
+        doc = load_bounded(p)
+    except YamlLimitError as exc:
+        raise ConfigError([("", f"{p}: refused: {exc}")]) from None
+    except yaml.MarkedYAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        raise ConfigError([("", f"{p}: not valid YAML: {what}{where}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"{p}: not valid YAML: {type(exc).__name__}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([("", f"{p}: not valid YAML: not UTF-8 text")]) from None
+    except OSError as exc:
+        raise ConfigError([("", f"{p}: cannot be read: {exc.strerror or exc}")]) from None
     if doc is None:
         raise ConfigError([("", f"{p}: the file is empty")])
     if not isinstance(doc, dict):
@@ -664,3 +675,19 @@ def cells(cfg: dict) -> list[Cell]:
                     for i, h in enumerate(h for h in grid if not uses_budget(method, h))
                 ]
     return out
+
+
+def record_digest(cfg: dict, cell: Cell) -> str:
+    """Digest of everything that determines a cell's record: the cell key, the root seed, the
+    feature map, the budget rule, the evaluation section and the cell's dataset setting. A
+    record in ``cells.jsonl`` is resumed only when its digest equals this one."""
+    return digest(
+        {
+            "key": cell.key,
+            "seed": cfg["seed"],
+            "feature_map": cfg["feature_map"],
+            "budget_match": cfg["budget"]["match"],
+            "evaluation": cfg["evaluation"],
+            "data": cell.data,
+        }
+    )
