@@ -27,6 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from .results import save_figure_atomic
+
 BUDGETED = ("shrinking_gradient", "doubly_sgd", "fixed_random")
 ORACLE = "kernel_ogd"
 LABELS = {
@@ -74,7 +76,9 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
         for name, fig in figures.items():
             for fmt in formats:
                 path = results_dir / f"{name}.{fmt}"
-                fig.savefig(path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {}))
+                save_figure_atomic(
+                    fig, path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {})
+                )
                 written.append(path)
             fig.clear()
     return written

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import pandas as pd
 import yaml
 
 from .budget import derive
-from .results import t975
+from .results import copy_atomic, t975, write_atomic
 
 LABELS = {
     "shrinking_gradient": "Shrinking Gradient",
@@ -421,7 +420,7 @@ class Report:
             src = self.results_dir / f"{stem}.png"
             if src.exists():
                 if src.resolve() != (self.out_dir / src.name).resolve():
-                    shutil.copyfile(src, self.out_dir / src.name)
+                    copy_atomic(src, self.out_dir / src.name)
                 names.append(src.name)
         if not names:
             return []
@@ -640,7 +639,7 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
     )
     lines = [line for section in sections for line in section()]
     path = out_dir / "REPORT.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     return path
 
 
