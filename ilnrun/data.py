@@ -20,14 +20,15 @@ scale.
 
 ``file``: a CSV (header row of column names) or NPZ (one 1-D array per column, named by its key)
 file; ``features`` is ``all`` (every column but the target), a comma-separated string of column
-names or a YAML list of them. A header with an unnamed (``Unnamed: 0``, empty) or repeated
-name, a header of numbers (no header row), a single column where ``;``, tabs or ``|`` suggest
-another delimiter, rows longer or shorter than the header, and values beyond ``1e150`` in
-magnitude are refused; no message quotes the file's content. Rows are shuffled with the dataset rng and split into ``T`` training, ``n_val`` validation
-and ``n_test`` test rows (``rest``: every remaining row). With ``standardize`` each feature column
-is centered and scaled by the mean and standard deviation of the **training** rows (a constant
-column is only centered); with ``center`` the target's training mean is subtracted from every
-split (the learners have no bias term and start at ``f = 0``). Then labels are scaled as above.
+names or a YAML list of them. A header with an unnamed (``Unnamed: 0``, empty) or repeated name, a
+header of numbers (no header row), a single column where ``;``, tabs or ``|`` suggest another
+delimiter, rows longer or shorter than the header, and values beyond ``1e150`` in magnitude are
+refused; no message quotes the file's content. Rows are shuffled with the dataset rng and split into
+``T`` training, ``n_val`` validation and ``n_test`` test rows (``rest``: every remaining row). With
+``standardize`` each feature column is centered and scaled by the mean and standard deviation of the
+**training** rows (a constant column is only centered); with ``center`` the target's training mean
+is subtracted from every split (the learners have no bias term and start at ``f = 0``). Then labels
+are scaled as above.
 
 ``diabetes``: scikit-learn's bundled diabetes data (442 patients, 10 raw baseline variables, target
 a measure of disease progression one year later; Efron et al. 2004), loaded without a download
