@@ -399,7 +399,9 @@ def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) 
         return
     watch = backend == "loky"
     tasks = (delayed(worker_cell)(cfg, c, watch) for c in pending)
-    limits = {"inner_max_num_threads": 1} if watch else {}
+    # loky: one thread per worker, and the parent watchdog from the worker's start (before it
+    # runs a cell), as well as at its first cell
+    limits = {"inner_max_num_threads": 1, "initializer": _watch_parent} if watch else {}
     with parallel_config(backend=backend, n_jobs=jobs, **limits):
         for rec in Parallel(return_as="generator_unordered")(tasks):
             on_record(rec)

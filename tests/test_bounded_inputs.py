@@ -373,4 +373,5 @@ def test_workers_exit_when_the_parent_is_killed(slow_reference, tmp_path):
     t0 = time.monotonic()
     while time.monotonic() - t0 < 10 and [k for k in kids if _running(k)]:
         time.sleep(0.2)
-    assert not [k for k in kids if _running(k)]
+    alive = [k for k in kids if _running(k)]
+    assert not alive, [Path(f"/proc/{k}/cmdline").read_bytes()[:120] for k in alive]
