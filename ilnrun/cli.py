@@ -6,6 +6,8 @@ traceback), 1 on any other failure.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -26,6 +28,14 @@ def _load(path: str) -> dict:
     except C.ConfigError as exc:
         _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
         raise SystemExit(2) from None  # not reached: _fail exits
+
+
+def _cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,12 +95,16 @@ def run(
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
-    from .experiment import RunDirError
+    from .experiment import RunDirError, RunInterrupted
     from .experiment import run as run_experiment
 
     cfg = _load(config_path)
     if scheduler and backend != "dask":
         _fail("--scheduler needs --backend dask")
+    cpus = _cpus()
+    if jobs > cpus and not scheduler:
+        click.echo(f"note: --jobs {jobs} capped to the {cpus} CPU(s) present", err=True)
+        jobs = cpus
     out_dir = Path(out) if out else Path("results") / cfg["name"]
     try:
         if backend == "dask":
@@ -118,6 +132,16 @@ def run(
             )
     except RunDirError as exc:
         _fail(str(exc))
+    except RunInterrupted as exc:
+        again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
+        again += ["--backend", backend] if backend != "loky" else []
+        again += ["--scheduler", scheduler] if scheduler else []
+        click.echo(
+            f"{exc}: {exc.saved} of {exc.total} cells saved in {out_dir}; "
+            f"resume with: {shlex.join(again)}",
+            err=True,
+        )
+        sys.exit(128 + exc.signum)
     if not quiet:
         div = ", ".join(f"{m}: {n}" for m, n in summary["diverged"].items())
         msg = f"done: {summary['cells']} cells ({summary['resumed']} resumed); diverged cells"

@@ -19,12 +19,16 @@ scaling, so training labels stay in ``[-1, 1]`` and ``noise`` does not depend on
 scale.
 
 ``file``: a CSV (header row of column names) or NPZ (one 1-D array per column, named by its key)
-file; ``features`` is ``all`` (every column but the target) or a comma-separated list of column
-names; rows are shuffled with the dataset rng and split into ``T`` training, ``n_val`` validation
-and ``n_test`` test rows (``rest``: every remaining row). With ``standardize`` each feature column
-is centered and scaled by the mean and standard deviation of the **training** rows (a constant
-column is only centered); with ``center`` the target's training mean is subtracted from every
-split (the learners have no bias term and start at ``f = 0``). Then labels are scaled as above.
+file; ``features`` is ``all`` (every column but the target), a comma-separated string of column
+names or a YAML list of them. A header with an unnamed (``Unnamed: 0``, empty) or repeated name, a
+header of numbers (no header row), a single column where ``;``, tabs or ``|`` suggest another
+delimiter, rows longer or shorter than the header, and values beyond ``1e150`` in magnitude are
+refused; no message quotes the file's content. Rows are shuffled with the dataset rng and split into
+``T`` training, ``n_val`` validation and ``n_test`` test rows (``rest``: every remaining row). With
+``standardize`` each feature column is centered and scaled by the mean and standard deviation of the
+**training** rows (a constant column is only centered); with ``center`` the target's training mean
+is subtracted from every split (the learners have no bias term and start at ``f = 0``). Then labels
+are scaled as above.
 
 ``diabetes``: scikit-learn's bundled diabetes data (442 patients, 10 raw baseline variables, target
 a measure of disease progression one year later; Efron et al. 2004), loaded without a download
@@ -41,7 +45,10 @@ module: its builder, its config parameters, its checks and the text the report p
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,37 +187,37 @@ TABLE_SUFFIXES = (".csv", ".npz")
 Table = dict  # column name -> 1-D array, in file order
 
 
+MAX_ABS_VALUE = 1e150  # beyond this, squares and products in the learners overflow float64
+_UNNAMED = re.compile(r"^Unnamed: \d+")
+
+
 def read_table(path: str) -> Table:
-    """Columns of a CSV (header row) or NPZ (one 1-D array per key) file; errors name ``path``."""
+    """Columns of a CSV (header row) or NPZ (one 1-D array per key) file; errors name ``path``
+    and never quote the file's content (rows and columns are named by index or name)."""
     p = Path(path)
     if p.suffix.lower() not in TABLE_SUFFIXES:
         raise DataError("path", f"{path!r}: unsupported file type; use a .csv or .npz file")
-    if not p.is_file():
+    if not p.exists():
         raise DataError("path", f"file {path!r} does not exist")
+    if not p.is_file():
+        raise DataError("path", f"{path!r} is not a regular file")
     if p.suffix.lower() == ".csv":
-        import pandas as pd
-
-        try:
-            df = pd.read_csv(p)
-        except pd.errors.EmptyDataError:
-            raise DataError("path", f"{path!r} is empty") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-            raise DataError("path", f"{path!r} is not a readable CSV file: {exc}") from None
-        names = [str(c) for c in df.columns]
-        if len(set(names)) != len(names):
-            raise DataError("path", f"{path!r} has repeated column names")
-        return {str(c): df[c].to_numpy() for c in df.columns}
+        return _read_csv(p, path)
     try:
         with np.load(p, allow_pickle=False) as z:
             table = {k: z[k] for k in z.files}
-    except ValueError as exc:  # object arrays (allow_pickle=False) and malformed archives
-        raise DataError("path", f"{path!r} is not a readable NPZ file of arrays: {exc}") from None
-    except (OSError, EOFError) as exc:
-        raise DataError("path", f"{path!r} is not a readable NPZ file: {exc}") from None
+    except ValueError:  # object arrays (allow_pickle=False) and malformed archives
+        raise DataError(
+            "path", f"{path!r} is not a readable NPZ file of numeric arrays (object arrays?)"
+        ) from None
+    except (OSError, EOFError):
+        raise DataError("path", f"{path!r} is not a readable NPZ file") from None
     if not table:
         raise DataError("path", f"{path!r} holds no arrays")
     lengths = set()
-    for k, v in table.items():
+    for i, (k, v) in enumerate(table.items()):
+        if not k.strip() or _UNNAMED.match(k):
+            raise DataError("path", f"{path!r}: array {i} has no name (or an index-like one)")
         if v.ndim != 1:
             raise DataError(
                 "path", f"{path!r}: array {k!r} must be 1-D (one column), got {v.shape}"
@@ -221,16 +228,107 @@ def read_table(path: str) -> Table:
     return table
 
 
-def feature_names(features: str, target: str, columns: list[str]) -> list[str]:
-    """``all`` (every column but the target) or the comma-separated names, checked."""
-    if features.strip() == "all":
+def _read_csv(p: Path, path: str) -> Table:
+    """A CSV file whose header and rows are checked before pandas parses it: named, distinct
+    columns; every row as long as the header; a header of names, not numbers; commas."""
+    import pandas as pd
+
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError("path", f"{path!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise DataError("path", f"{path!r} cannot be read: {exc.strerror}") from None
+    try:
+        rows = csv.reader(io.StringIO(text, newline=""))
+        header = next(rows, None)
+        if header is None or not any(h.strip() for h in header):
+            raise DataError("path", f"{path!r} is empty (no header row)")
+        check_header(header, text, path)
+        for i, row in enumerate(rows):
+            if row and len(row) != len(header):
+                raise DataError(
+                    "path",
+                    f"{path!r}: data row {i} (0-based, header not counted) has {len(row)} "
+                    f"fields but the header names {len(header)} columns; fix the header or "
+                    f"the row (a header one name short would shift every column)",
+                )
+    except csv.Error:
+        raise DataError("path", f"{path!r} is not a readable CSV file (bad quoting?)") from None
+    try:
+        df = pd.read_csv(io.StringIO(text), index_col=False, skip_blank_lines=True)
+    except pd.errors.EmptyDataError:
+        raise DataError("path", f"{path!r} is empty") from None
+    except (pd.errors.ParserError, ValueError):
+        raise DataError("path", f"{path!r} is not a readable CSV file") from None
+    if list(df.columns) != header:  # pandas renamed something; never use its guesses
+        raise DataError("path", f"{path!r}: the header could not be read as given")
+    return {name: df[name].to_numpy() for name in header}
+
+
+def check_header(header: list[str], text: str, path: str) -> None:
+    """Refuse a header with unnamed, index-like or repeated names, a header of numbers (the
+    file has no header row) and a single column where another delimiter is likely."""
+    if len(header) == 1:
+        for sep, what in ((";", "semicolons"), ("\t", "tabs"), ("|", "'|'")):
+            if sep in text:
+                raise DataError(
+                    "path",
+                    f"{path!r} reads as a single column but contains {what}: ilnrun reads "
+                    f"comma-separated files; convert the delimiter to ','",
+                )
+        raise DataError(
+            "path", f"{path!r} has a single column; a dataset needs a target and features"
+        )
+    for i, name in enumerate(header):
+        if not name.strip() or _UNNAMED.match(name):
+            raise DataError(
+                "path",
+                f"{path!r}: column {i} (0-based) has no name - an index column written by "
+                f"pandas? Write the file with index=False or name the column",
+            )
+    seen: dict[str, int] = {}
+    for i, name in enumerate(header):
+        if name in seen:
+            raise DataError(
+                "path", f"{path!r}: columns {seen[name]} and {i} are both named {name!r}"
+            )
+        seen[name] = i
+    if all(_is_number(h) for h in header):
+        raise DataError(
+            "path",
+            f"{path!r}: the first row holds numbers, not column names; the file seems to "
+            f"have no header row - add one",
+        )
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def feature_names(features: str | list[str], target: str, columns: list[str]) -> list[str]:
+    """``all`` (every column but the target), the comma-separated names, or a list of column
+    names (a YAML list under ``features``), checked."""
+    if isinstance(features, (list, tuple)):
+        if not all(isinstance(f, str) for f in features):
+            raise DataError("features", "a list of features must hold column names (strings)")
+        names = [f.strip() for f in features]
+        shown = ", ".join(map(repr, names))
+    elif features.strip() == "all":
         names = [c for c in columns if c != target]
+        shown = ""
     else:
         names = [f.strip() for f in features.split(",")]
+        shown = repr(features)
+    if shown:
         if any(not f for f in names):
-            raise DataError("features", f"empty column name in {features!r}")
+            raise DataError("features", f"empty column name in {shown}")
         if len(set(names)) != len(names):
-            raise DataError("features", f"repeated column names in {features!r}")
+            raise DataError("features", f"repeated column names in {shown}")
         if target in names:
             raise DataError("features", f"the target column {target!r} cannot be a feature")
     missing = [f for f in names if f not in columns]
@@ -245,7 +343,8 @@ def feature_names(features: str, target: str, columns: list[str]) -> list[str]:
 
 
 def _numeric_column(v: np.ndarray, name: str, key: str) -> np.ndarray:
-    """``v`` as float64; non-numeric values, NaNs and infinities raise naming the column."""
+    """``v`` as float64; non-numeric values, NaNs, infinities and magnitudes beyond
+    :data:`MAX_ABS_VALUE` raise naming the column and the row (never the value)."""
     if v.dtype.kind in "biuf":
         x = v.astype(float)
     else:
@@ -253,9 +352,9 @@ def _numeric_column(v: np.ndarray, name: str, key: str) -> np.ndarray:
         for i, s in enumerate(v):
             try:
                 x[i] = float(s)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise DataError(
-                    key, f"column {name!r} is not numeric: data row {i} (0-based) holds {s!r}"
+                    key, f"column {name!r} is not numeric: data row {i} (0-based) is not a number"
                 ) from None
     bad = ~np.isfinite(x)
     if bad.any():
@@ -265,6 +364,14 @@ def _numeric_column(v: np.ndarray, name: str, key: str) -> np.ndarray:
             key,
             f"column {name!r} has {int(bad.sum())} missing or infinite value(s); "
             f"first at data row {first} (0-based, header not counted): {what}",
+        )
+    huge = np.abs(x) > MAX_ABS_VALUE
+    if huge.any():
+        raise DataError(
+            key,
+            f"column {name!r} has {int(huge.sum())} value(s) beyond +-{MAX_ABS_VALUE:g} (first "
+            f"at data row {int(np.flatnonzero(huge)[0])}, 0-based); the learners' float64 "
+            f"arithmetic overflows there - rescale the column",
         )
     return x
 
@@ -288,7 +395,7 @@ def split_sizes(n: int, T: int, n_val: int, n_test: int | str) -> tuple[int, int
 
 
 def table_arrays(
-    table: Table, features: str, target: str, T: int, n_val: int, n_test: int | str
+    table: Table, features: str | list[str], target: str, T: int, n_val: int, n_test: int | str
 ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
     """``(X, y, feature names, split sizes)`` from a table, every problem a DataError."""
     columns = list(table)
@@ -330,7 +437,7 @@ def file(
     *,
     path: str,
     target: str,
-    features: str = "all",
+    features: str | list[str] = "all",
     T: int = 200,
     n_val: int = 100,
     n_test: int | str = "rest",
@@ -364,7 +471,7 @@ def diabetes_table() -> Table:
 def diabetes(
     rng: np.random.Generator,
     *,
-    features: str = "all",
+    features: str | list[str] = "all",
     T: int = 200,
     n_val: int = 100,
     n_test: int | str = "rest",

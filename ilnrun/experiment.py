@@ -1,7 +1,14 @@
 """``ilnrun run``: a results directory, resumed or fresh, filled with every cell of a config.
 
 Results are never overwritten silently: a directory holding the same resolved config is resumed
-(finished cells are skipped); a different config is refused unless ``--fresh`` is given.
+(finished cells whose record digest matches the config are skipped); a different config is
+refused unless ``--fresh`` is given.
+
+Ownership: a directory ilnrun creates (or finds empty) gets a manifest, ``.ilnrun-manifest.json``,
+listing every file ilnrun writes there (tables, ``config.yaml``, ``meta.json``, and the figures and
+report of ``ilnrun plot`` / ``ilnrun report``). ``--fresh`` deletes exactly the files listed and
+refuses a non-empty directory without a manifest. No file ilnrun writes may be a symbolic link or a
+directory: such a results directory is refused before anything is written or locked.
 """
 
 from __future__ import annotations
@@ -9,9 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -20,12 +30,24 @@ from pathlib import Path
 import yaml
 
 from . import config as C
-from .results import CELL_LOG, CellLog, build_tables, write_atomic, write_tables
+from .results import (
+    CELL_LOG,
+    MANIFEST,
+    CellLog,
+    ManifestError,
+    build_tables,
+    read_manifest,
+    record_output,
+    write_atomic,
+    write_manifest,
+    write_tables,
+)
 from .runner import Progress, execute
+from .safe_yaml import YamlLimitError, load_bounded
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 LOCK = ".lock"
-FIGURE_PREFIXES = ("figure1", "curves", "budget_sweep", "regret")
+GUARDED = (*OUTPUTS, LOCK, MANIFEST)  # names that must be plain files (or absent)
 
 
 def dataset_keys(cfg: dict) -> list[str]:
@@ -35,6 +57,41 @@ def dataset_keys(cfg: dict) -> list[str]:
 
 class RunDirError(Exception):
     """The results directory cannot be used as asked (exit status 2)."""
+
+
+class RunInterrupted(Exception):
+    """A run stopped by SIGINT or SIGTERM after saving ``saved`` of ``total`` cells."""
+
+    def __init__(self, signum: int, saved: int, total: int) -> None:
+        self.signum, self.saved, self.total = signum, saved, total
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class _Stop(KeyboardInterrupt):
+    """Raised in the main thread by the SIGINT / SIGTERM handler of a run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`_Stop` (a ``KeyboardInterrupt``) while the cells
+    run, so that the workers are stopped and the lock released on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Stop(signum)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def _flatten(d, prefix=""):
@@ -68,33 +125,96 @@ def _numbers_part(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k != "description"}
 
 
-def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
-    """Check the (existing) directory ``out``; return True when resuming earlier work."""
-    existing = [p for p in out.iterdir() if not p.name.startswith(".")]
-    if not existing:
-        return False
-    cfg_path = out / "config.yaml"
-    if not cfg_path.exists():
+def check_files(out: Path) -> None:
+    """Refuse a results directory where a name ilnrun writes is a symbolic link (a write could
+    leave the directory) or not a regular file."""
+    for name in GUARDED:
+        p = out / name
+        if p.is_symlink():
+            raise RunDirError(
+                f"{p} is a symbolic link; ilnrun never writes through a link. "
+                f"Remove it or choose another --out"
+            )
+        if p.exists() and not p.is_file():
+            raise RunDirError(f"{p} is not a regular file; remove it or choose another --out")
+
+
+def owned_files(out: Path) -> list[str] | None:
+    """The files ilnrun wrote in ``out`` by its manifest, ``None`` if ``out`` is not ilnrun's."""
+    try:
+        return read_manifest(out)
+    except ManifestError as exc:
         raise RunDirError(
-            f"output directory {str(out)!r} is not empty and holds no ilnrun "
-            f"config.yaml; choose another --out"
+            f"{exc}; the directory cannot be identified as ilnrun's. "
+            f"Remove the manifest or choose another --out"
+        ) from None
+
+
+def read_config(out: Path) -> dict:
+    """The resolved config stored in ``out/config.yaml`` (exit status 2 if unreadable)."""
+    path = out / "config.yaml"
+    try:
+        old = load_bounded(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError):
+        old = None
+    if not isinstance(old, dict):
+        raise RunDirError(
+            f"{path} is unreadable or not an ilnrun config; use --fresh to discard the results "
+            f"in {out}, or choose another --out"
         )
+    return old
+
+
+def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
+    """Check the (existing) directory ``out``, claim it or clear it (``fresh``); return True
+    when resuming earlier work."""
+    check_files(out)
+    owned = owned_files(out)
+    existing = [p for p in out.iterdir() if not p.name.startswith(".")]
+    cfg_path = out / "config.yaml"
+    if owned is None:
+        if not existing:
+            write_manifest(out, [])  # an empty directory: ours from now on
+            return False
+        if fresh:
+            raise RunDirError(
+                f"output directory {str(out)!r} is not empty and was not created by ilnrun "
+                f"(no {MANIFEST}); --fresh deletes only files ilnrun wrote and will not touch "
+                f"it. Choose another --out"
+            )
+        if not (cfg_path.exists() and (out / CELL_LOG).exists()):
+            raise RunDirError(
+                f"output directory {str(out)!r} is not empty and holds no ilnrun results; "
+                f"choose another --out"
+            )
+        _check_same_config(out, read_config(out), cfg, hint="choose another --out")
+        # results of an earlier ilnrun without a manifest: adopt exactly its own files
+        write_manifest(out, [name for name in OUTPUTS if (out / name).exists()])
+        return True
     if fresh:
-        for p in existing:
-            if p.name in OUTPUTS or (
-                p.suffix in (".png", ".pdf") and p.name.startswith(FIGURE_PREFIXES)
-            ):
-                p.unlink()
+        doomed = [out / name for name in owned if os.path.lexists(out / name)]
+        for p in doomed:
+            if p.is_dir() and not p.is_symlink():
+                raise RunDirError(f"{p} is a directory; ilnrun wrote a file there. Remove it")
+        for p in doomed:
+            p.unlink()
+        write_manifest(out, [])
         return False
-    old = yaml.safe_load(cfg_path.read_text()) or {}
+    if not cfg_path.exists():
+        return False
+    _check_same_config(
+        out,
+        read_config(out),
+        cfg,
+        hint="Use --fresh to discard them and start over, or --out to write elsewhere.",
+    )
+    return True
+
+
+def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
     if _numbers_part(old) != _numbers_part(cfg):
         diff = "\n".join(config_diff(_numbers_part(old), _numbers_part(cfg)))
-        raise RunDirError(
-            f"{out} holds results of a different config:\n{diff}\n"
-            f"Use --fresh to discard them and start over, or --out to write "
-            f"elsewhere."
-        )
-    return True
+        raise RunDirError(f"{out} holds results of a different config:\n{diff}\n{hint}")
 
 
 def _git_commit() -> str | None:
@@ -137,7 +257,11 @@ def run(
     summary (cells run, resumed, diverged and timed-out cells per learner)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        check_files(out)
+    except OSError as exc:
+        raise RunDirError(f"cannot use output directory {str(out)!r}: {exc.strerror}") from None
     with _exclusive(out):
         return _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path)
 
@@ -145,25 +269,50 @@ def run(
 @contextmanager
 def _exclusive(out: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``out/.lock`` so two runs never write one directory; the
-    operating system releases it when the process ends, however it ends."""
-    fh = open(out / LOCK, "a")  # noqa: SIM115 - held for the whole run
+    operating system releases it when the process ends, however it ends. A lock file this call
+    created is removed again when the directory is refused (:class:`RunDirError`)."""
+    path = out / LOCK
+    created = not os.path.lexists(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"cannot create the lock {path}: {exc.strerror}") from None
     try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            created = False  # another run's lock
             raise RunDirError(f"another `ilnrun run` is writing to {out}") from None
         yield
+    except RunDirError:
+        if created:
+            path.unlink(missing_ok=True)
+        raise
     finally:
-        fh.close()
+        os.close(fd)
 
 
 def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     resumed = prepare_dir(out, cfg, fresh)
+    meta_path = out / "meta.json"
+    first_start = _first_start(meta_path) if resumed else None
     write_atomic(out / "config.yaml", C.dump(cfg))
     all_cells = C.cells(cfg)
     order = {c.id: c.index for c in all_cells}
     log = CellLog(out)
-    done = {k: v for k, v in log.read(repair=True).items() if k in order}
+    record_output(log.path)
+    done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
+    if log.corrupt:
+        print(
+            f"warning: skipped {log.corrupt} corrupt line(s) in {log.path}; their cells run again",
+            file=sys.stderr,
+        )
+    if log.ignored:
+        print(
+            f"warning: ignored {log.ignored} records of another config in {log.path} "
+            f"(other seed, feature map, data or evaluation); their cells run again",
+            file=sys.stderr,
+        )
     pending = [c for c in all_cells if c.id not in done]
     meta = {
         "command": " ".join(sys.argv),
@@ -178,10 +327,8 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "versions": _versions(),
         "platform": platform.platform(),
     }
-    meta_path = out / "meta.json"
-    if resumed and meta_path.exists():
-        old = json.loads(meta_path.read_text())
-        meta["first_start"] = old.get("first_start", old.get("start"))
+    if first_start is not None:
+        meta["first_start"] = first_start
     write_atomic(meta_path, json.dumps(meta, indent=2))
     if not quiet:
         print(
@@ -196,7 +343,12 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         done[rec["id"]] = rec
         progress.update()
 
-    execute(cfg, pending, jobs, backend, on_record)
+    try:
+        with _stop_on_signals():
+            execute(cfg, pending, jobs, backend, on_record)
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise RunInterrupted(signum, len(done), len(all_cells)) from None
     runs, summary, curves = build_tables(list(done.values()), order, dataset_keys(cfg))
     write_tables(out, runs, summary, curves)
     meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -208,3 +360,19 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "diverged": by_method["diverged"].sum().astype(int).to_dict(),
         "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
     }
+
+
+def _first_start(meta_path: Path) -> str | None:
+    """When the first run into the directory started, from an earlier ``meta.json``."""
+    if not meta_path.exists():
+        return None
+    try:
+        old = json.loads(meta_path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        old = None
+    if not isinstance(old, dict):
+        raise RunDirError(
+            f"{meta_path} is unreadable; use --fresh to discard the results in "
+            f"{meta_path.parent}, or choose another --out"
+        )
+    return old.get("first_start", old.get("start"))

@@ -29,6 +29,7 @@ from matplotlib.ticker import NullLocator
 
 from .data import DATASETS
 from .learners import LEARNERS, competitors
+from .results import save_figure_atomic
 from .stats import t975
 
 # Learners are drawn in registry order: the compared learners take colours and markers from
@@ -90,7 +91,9 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
         for name, fig in figures.items():
             for fmt in formats:
                 path = results_dir / f"{name}.{fmt}"
-                fig.savefig(path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {}))
+                save_figure_atomic(
+                    fig, path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {})
+                )
                 written.append(path)
             fig.clear()
     return written

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -47,31 +49,118 @@ def int_columns() -> list[str]:
     return ["dsgd_k", "budget_target", *size_columns()]
 
 
+MANIFEST = ".ilnrun-manifest.json"
+
+
+class ManifestError(Exception):
+    """A results directory's manifest exists but cannot be used (unreadable or malformed)."""
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and
+    ``os.replace``; a failed write leaves neither a partial ``path`` nor a temporary file.
+    A symlink at ``path`` is replaced by the file, never followed. The file is then recorded
+    in the directory's manifest when the directory is ilnrun's (see :func:`record_output`)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    if path.name != MANIFEST:
+        record_output(path)
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`write_atomic_bytes`)."""
+    write_atomic_bytes(path, text.encode())
+
+
+def save_figure_atomic(fig, path: Path, **savefig_kwargs) -> None:
+    """``fig.savefig`` into memory, then :func:`write_atomic_bytes` (a killed ``ilnrun plot``
+    never leaves a truncated figure)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, **savefig_kwargs)
+    write_atomic_bytes(Path(path), buf.getvalue())
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
-    """Copy ``src`` to ``dst`` via a temporary file and ``os.replace``."""
-    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-    tmp.write_bytes(Path(src).read_bytes())
-    os.replace(tmp, dst)
+    """Copy the file ``src`` to ``dst`` atomically (:func:`write_atomic_bytes`)."""
+    write_atomic_bytes(Path(dst), Path(src).read_bytes())
+
+
+def read_manifest(directory: Path) -> list[str] | None:
+    """The names of the files ilnrun wrote in ``directory``, or ``None`` when the directory
+    holds no manifest (it is not ilnrun's). Raises :class:`ManifestError` when the manifest is
+    a symlink, not a file, or not a list of plain file names."""
+    path = Path(directory) / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise ManifestError(f"{path} is not a regular file")
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        raise ManifestError(f"{path} is unreadable") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list) or not all(_plain_name(f) for f in files):
+        raise ManifestError(f"{path} is not an ilnrun manifest")
+    return files
+
+
+def _plain_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..", MANIFEST)
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
+
+
+def write_manifest(directory: Path, files: list[str]) -> None:
+    """Mark ``directory`` as ilnrun's, listing ``files`` (names inside it) as written by ilnrun."""
+    doc = {"ilnrun": 1, "files": sorted(set(files))}
+    write_atomic_bytes(Path(directory) / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def record_output(path: Path) -> None:
+    """Add ``path``'s name to the manifest of its directory when that directory is ilnrun's (a
+    directory without a manifest, or with a broken one, is left alone)."""
+    path = Path(path)
+    try:
+        files = read_manifest(path.parent)
+    except ManifestError:
+        return
+    if files is not None and path.name not in files:
+        write_manifest(path.parent, [*files, path.name])
 
 
 class CellLog:
-    """Append-only log of finished cells (``cells.jsonl``)."""
+    """Append-only log of finished cells (``cells.jsonl``).
+
+    After :meth:`read`, ``corrupt`` counts the lines that are not a well-formed record (bad JSON
+    or bytes, not an object, missing or mistyped ``id`` / ``row`` / ``curve``) and ``ignored``
+    the well-formed records that belong to no cell of the expected config."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / CELL_LOG
+        self.corrupt = 0
+        self.ignored = 0
 
-    def read(self, repair: bool = False) -> dict[str, dict]:
+    def read(self, repair: bool = False, digests: dict[str, str] | None = None) -> dict[str, dict]:
         """Records by cell id. A torn last line (a write cut short) is never returned; with
-        ``repair`` it is also cut off the file, so that later appends start on a fresh line."""
+        ``repair`` it is also cut off the file, so that later appends start on a fresh line.
+        Malformed lines anywhere are skipped (counted in ``corrupt``). With ``digests`` (cell id
+        -> :func:`ilnrun.config.record_digest`) only records whose id is a key and whose
+        ``digest`` matches are returned; the others are counted in ``ignored``."""
         out: dict[str, dict] = {}
-        if not self.path.exists():
+        self.corrupt = self.ignored = 0
+        if not os.path.lexists(self.path):
             return out
         data = self.path.read_bytes()
         end = data.rfind(b"\n") + 1  # everything after the last newline is a torn record
@@ -79,22 +168,58 @@ class CellLog:
             with open(self.path, "r+b") as fh:
                 fh.truncate(end)
         for line in data[:end].splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+            if not line.strip():
                 continue
-            out[rec["id"]] = rec
+            rec = _parse_record(line)
+            if rec is None:
+                self.corrupt += 1
+            elif digests is not None and digests.get(rec["id"]) != rec.get("digest"):
+                self.ignored += 1
+            else:
+                out[rec["id"]] = rec
         return out
 
     def append(self, record: dict) -> None:
         """Append one record with a single ``write`` (a kill leaves it whole or torn, never
         interleaved)."""
         line = (json.dumps(record, allow_nan=True) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _parse_record(line: bytes) -> dict | None:
+    """A cell record from one log line, or ``None`` when the line is not a well-formed one."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd nesting
+        return None
+    if not (
+        isinstance(rec, dict)
+        and isinstance(rec.get("id"), str)
+        and isinstance(rec.get("row"), dict)
+        and isinstance(rec.get("curve"), dict)
+        and isinstance(rec.get("digest", ""), str)
+        and rec["row"].get("cell_id") == rec["id"]
+        and all(isinstance(v, _SCALARS) for v in rec["row"].values())
+    ):
+        return None
+    curve = rec["curve"]
+    lengths = set()
+    for v in curve.values():
+        if not isinstance(v, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+        ):
+            return None
+        lengths.add(len(v))
+    if len(lengths) > 1 or "t" not in curve:
+        return None
+    return rec
 
 
 def group_columns(runs: pd.DataFrame, dataset_keys: list[str]) -> list[str]:

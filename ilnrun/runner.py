@@ -11,6 +11,13 @@
 - Execution: cells go through joblib (``loky`` processes, or dask through joblib's dask backend);
   each worker caches the last few dataset instances (and their kernel blocks), and cells sharing an
   instance are dispatched consecutively.
+- Threads: BLAS and every other native thread pool run one thread inside a cell, whether the cell
+  runs in-process (``--jobs 1``) or in a worker, so the numbers are bit-identical for any
+  ``--jobs`` and backend. Loky workers exit when the parent process dies.
+- Numbers never crash a run: an overflow, a division by zero or a math / linear-algebra domain
+  error in a learner's pass, in the evaluation or in the diagnostics, and any non-finite
+  validation or test loss, marks the cell ``diverged`` (``diverged_reason`` says where) with
+  infinite losses; the run goes on.
 - Every finished cell is appended to ``cells.jsonl`` by the parent the moment it arrives
   (:mod:`ilnrun.results`), so an interrupted run resumes where it stopped.
 """
@@ -18,21 +25,23 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
+import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 
 import numpy as np
 
 from .budget import derive
-from .config import Cell, digest
+from .config import Cell, digest, record_digest
 from .config.grid import seed_sequence
 from .data import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, size_columns
-from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec
+from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec, new_counters
 from .theory import best_in_ball_loss
 
 __all__ = ["seed_sequence", "run_cell", "execute", "evaluate", "Progress"]
@@ -165,6 +174,14 @@ def regret(spec: LearnerSpec, cfg: dict, res: FitResult, inst: Instance) -> dict
     return out
 
 
+def diagnostics(
+    spec: LearnerSpec, cfg: dict, res: FitResult, inst: Instance, args: dict, T: int
+) -> dict:
+    """The learner's own diagnostics (its spec's hook) and the regret (:func:`regret`)."""
+    out = spec.diagnostics(res, args, T) if spec.diagnostics is not None else {}
+    return {**out, **regret(spec, cfg, res, inst)}
+
+
 def run_cell(cfg: dict, cell: Cell) -> dict:
     """Run one cell: build (or reuse) its data, fit its learner, evaluate; return a record."""
     inst = instance(cfg, cell)
@@ -177,7 +194,9 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     limit = cfg["limits"]["cell_timeout_s"]
     t0 = perf_counter()
     deadline = {} if limit is None else {"deadline": t0 + limit}
-    res = spec.fit(
+    res, reason = _guarded(
+        "fit",
+        spec.fit,
         inst.data.X_train,
         inst.data.y_train,
         inst.fmap,
@@ -185,8 +204,13 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         **args,
         **deadline,
     )
+    res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
     wall = perf_counter() - t0
-    ev = evaluate(res, inst, cfg["evaluation"], np.random.default_rng(eval_ss))
+    ev = None
+    if reason is None:
+        eval_rng = np.random.default_rng(eval_ss)
+        ev, reason = _guarded("evaluation", evaluate, res, inst, cfg["evaluation"], eval_rng)
+    ev = ev or evaluate(replace(res, diverged=True), inst, cfg["evaluation"], None)
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
@@ -207,9 +231,10 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
     row.update(reference_losses(inst.data))
-    if spec.diagnostics is not None:
-        row.update(spec.diagnostics(res, args, T))
-    row.update(regret(spec, cfg, res, inst))
+    if res.predictor is not None:  # None: the pass raised
+        diag, why = _guarded("diagnostics", diagnostics, spec, cfg, res, inst, args, T)
+        row.update(diag or {})
+        reason = reason or why
     row.update(
         diverged=bool(res.diverged),
         timed_out=bool(res.timed_out),
@@ -221,9 +246,50 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     t = t[t <= len(res.losses)]
     running = np.cumsum(res.losses)[t - 1] / t
     curve = {"t": t.tolist(), "online_loss": running.tolist()}
-    if spec.curve is not None:
+    if spec.curve is not None and res.predictor is not None:
         curve.update(spec.curve(res, t))
-    return {"id": cell.id, "row": row, "curve": curve}
+    _mark_diverged(row, res, reason)
+    return {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(cfg, cell)}
+
+
+NUMERIC_ERRORS = (
+    OverflowError,
+    FloatingPointError,
+    ZeroDivisionError,
+    ValueError,
+    np.linalg.LinAlgError,
+)
+
+
+def _guarded(stage: str, fn, *args, **kwargs) -> tuple:
+    """``(fn(*args, **kwargs), None)``, or ``(None, reason)`` when it raises a numeric error."""
+    try:
+        return fn(*args, **kwargs), None
+    except NUMERIC_ERRORS as exc:
+        what = {"OverflowError": "overflow", "ZeroDivisionError": "division by zero"}.get(
+            type(exc).__name__, type(exc).__name__
+        )
+        return None, f"{what} in {stage}: {str(exc)[:80]}"
+
+
+def _mark_diverged(row: dict, res: FitResult, reason: str | None) -> None:
+    """Set ``diverged`` and ``diverged_reason``: a numeric error (``reason``), the learner's own
+    divergence stop, or a non-finite validation / test loss; a diverged cell's losses are
+    infinite."""
+    if reason is None and res.diverged:
+        reason = "diverged in fit"
+    for key in ("val_loss", "test_loss"):
+        if reason is None and not math.isfinite(row[key]):
+            reason = f"{'nan' if math.isnan(row[key]) else 'infinite'} {key} in evaluation"
+    row["diverged_reason"] = reason
+    if reason is not None:
+        row.update(
+            diverged=True,
+            val_loss=math.inf,
+            test_loss=math.inf,
+            test_nmse=math.inf,
+            online_loss=math.inf,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,17 +333,56 @@ class Progress:
         sys.stderr.flush()
 
 
+_WATCHED_PID: int | None = None
+
+
+def _watch_parent() -> None:
+    """In a worker process: exit as soon as the parent process is gone (a daemon thread polls
+    ``os.getppid()``, which changes when the parent dies), started once per process."""
+    global _WATCHED_PID
+    if os.getpid() == _WATCHED_PID:
+        return
+    _WATCHED_PID = os.getpid()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ilnrun-parent-watchdog", daemon=True).start()
+
+
+def worker_cell(cfg: dict, cell: Cell, watch_parent: bool = False) -> dict:
+    """:func:`run_cell` in a worker: native thread pools pinned to one thread (as in-process);
+    with ``watch_parent`` the worker exits when its parent dies."""
+    from threadpoolctl import threadpool_limits
+
+    if watch_parent:
+        _watch_parent()
+    with threadpool_limits(1):
+        return run_cell(cfg, cell)
+
+
 def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
-    """Run ``pending`` cells with joblib and hand each record to ``on_record`` as it finishes."""
+    """Run ``pending`` cells with joblib and hand each record to ``on_record`` as it finishes.
+    Every cell runs with native thread pools pinned to one thread (bit-identical numbers for
+    any ``jobs`` and backend)."""
     from joblib import Parallel, delayed, parallel_config
+    from threadpoolctl import threadpool_limits
 
     if not pending:
         return
-    tasks = (delayed(run_cell)(cfg, c) for c in pending)
     if jobs == 1 and backend == "loky":
-        for c in pending:
-            on_record(run_cell(cfg, c))
+        with threadpool_limits(1):
+            for c in pending:
+                on_record(run_cell(cfg, c))
         return
-    with parallel_config(backend=backend, n_jobs=jobs):
+    watch = backend == "loky"
+    tasks = (delayed(worker_cell)(cfg, c, watch) for c in pending)
+    # loky: one thread per worker, and the parent watchdog from the worker's start (before it
+    # runs a cell), as well as at its first cell
+    limits = {"inner_max_num_threads": 1, "initializer": _watch_parent} if watch else {}
+    with parallel_config(backend=backend, n_jobs=jobs, **limits):
         for rec in Parallel(return_as="generator_unordered")(tasks):
             on_record(rec)

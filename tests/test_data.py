@@ -277,7 +277,7 @@ def _bad_tables(tmp_path) -> dict[str, tuple[str, dict, list[str]]]:
             ["dataset.features", "'zz'", "'ww'", "not found"],
         ),
         "target as feature": (ok, {"features": "a,y"}, ["dataset.features", "target"]),
-        "non-numeric": (out["text"], {}, ["dataset.features", "'b'", "not numeric", "n/a?"]),
+        "non-numeric": (out["text"], {}, ["dataset.features", "'b'", "not numeric", "row 4"]),
         "non-numeric npz": (str(strings), {}, ["dataset.target", "'y'", "not numeric"]),
         "2-d npz": (str(two_d), {}, ["dataset.path", "1-D"]),
         "nan": (out["nan"], {}, ["dataset.features", "'a'", "2 missing", "row 3"]),

@@ -259,14 +259,19 @@ def test_sigkill_twice_then_resume_equals_uninterrupted(tmp_path):
         pd.testing.assert_frame_equal(a[name], b[name], check_exact=True)
 
 
+def _rec(cell_id: str, **extra) -> dict:
+    """A minimal well-formed cell record."""
+    return {"id": cell_id, "row": {"cell_id": cell_id}, "curve": {"t": [1]}, **extra}
+
+
 def test_torn_last_line_is_ignored_and_repaired(tmp_path):
     log = CellLog(tmp_path)
-    log.append({"id": "a", "row": {}})
+    log.append(_rec("a"))
     with open(log.path, "ab") as fh:
         fh.write(b'{"id": "b", "row": {')  # a write cut short
     assert set(log.read()) == {"a"}
     assert set(log.read(repair=True)) == {"a"}
-    log.append({"id": "c", "row": {}})
+    log.append(_rec("c"))
     assert set(log.read()) == {"a", "c"}
 
 

@@ -33,6 +33,7 @@ from ..params import (
     show,
     unknown,
 )
+from ..safe_yaml import YamlLimitError, load_bounded
 from . import grid
 
 BUDGET_PARAMS = (
@@ -156,15 +157,25 @@ DESCRIPTION_MAX = 10_000
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file; every failure becomes a ConfigError naming the file."""
+    """Read a YAML file within the bounds of :mod:`ilnrun.safe_yaml` (size, nesting, aliases);
+    every failure becomes a ConfigError naming the file, never echoing its content."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError([("", f"config file {show(str(p), 300)} does not exist")])
     try:
-        text = p.read_text()
-        doc = yaml.safe_load(text)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError([("", f"{p}: not valid YAML: {exc}")]) from None
+        doc = load_bounded(p)
+    except YamlLimitError as exc:
+        raise ConfigError([("", f"{p}: refused: {exc}")]) from None
+    except yaml.MarkedYAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        raise ConfigError([("", f"{p}: not valid YAML: {what}{where}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"{p}: not valid YAML: {type(exc).__name__}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([("", f"{p}: not valid YAML: not UTF-8 text")]) from None
+    except OSError as exc:
+        raise ConfigError([("", f"{p}: cannot be read: {exc.strerror or exc}")]) from None
     if doc is None:
         raise ConfigError([("", f"{p}: the file is empty")])
     if not isinstance(doc, dict):
