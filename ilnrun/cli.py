@@ -20,12 +20,28 @@ def _fail(lines: list[str] | str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _load(path: str) -> dict:
+def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
+    from .overrides import OverrideError, load_config
+
     try:
-        return C.load(path)
+        return load_config(path, overrides)
+    except OverrideError as exc:
+        _fail(str(exc))
+        raise SystemExit(2) from None  # not reached: _fail exits
     except C.ConfigError as exc:
         _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
         raise SystemExit(2) from None  # not reached: _fail exits
+
+
+_SET = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key: a dotted path and a YAML value, e.g. --set dataset.T=400 or "
+    "--set 'methods.fixed_random.eta=[0.1,0.3]'; repeatable, applied in order, validated like "
+    "the file.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,6 +90,7 @@ def main() -> None:
 )
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@_SET
 def run(
     config_path: str,
     out: str | None,
@@ -82,40 +99,28 @@ def run(
     scheduler: str | None,
     fresh: bool,
     quiet: bool,
+    overrides: tuple[str, ...],
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
+    from .api import run_resolved
     from .experiment import RunDirError
-    from .experiment import run as run_experiment
 
-    cfg = _load(config_path)
+    cfg = _load(config_path, overrides)
     if scheduler and backend != "dask":
         _fail("--scheduler needs --backend dask")
     out_dir = Path(out) if out else Path("results") / cfg["name"]
     try:
-        if backend == "dask":
-            from .distributed import dask_client
-
-            with dask_client(scheduler, jobs):
-                summary = run_experiment(
-                    cfg,
-                    out_dir,
-                    jobs=jobs,
-                    backend="dask",
-                    fresh=fresh,
-                    quiet=quiet,
-                    config_path=config_path,
-                )
-        else:
-            summary = run_experiment(
-                cfg,
-                out_dir,
-                jobs=jobs,
-                backend=backend,
-                fresh=fresh,
-                quiet=quiet,
-                config_path=config_path,
-            )
+        summary = run_resolved(
+            cfg,
+            out_dir,
+            jobs=jobs,
+            backend=backend,
+            scheduler=scheduler,
+            fresh=fresh,
+            quiet=quiet,
+            config_path=config_path,
+        ).info
     except RunDirError as exc:
         _fail(str(exc))
     if not quiet:
@@ -126,6 +131,15 @@ def run(
             late = ", ".join(f"{m}: {n}" for m, n in summary["timed_out"].items())
             msg += f"; timed-out cells per learner: {late}"
         click.echo(f"{msg}; results in {out_dir}", err=True)
+        if summary["eval_slower"]:
+            click.echo(
+                f"note: evaluation took longer than training in {summary['eval_slower']} of "
+                f"{summary['cells']} cells (evaluation {summary['eval_s']:.1f} s, "
+                f"training {summary['train_s']:.1f} s in all); the Algorithm-2 test estimate "
+                "costs 2 m_test evaluations on each of n_test_estimated points: lower "
+                "evaluation.m_test or evaluation.n_test_estimated",
+                err=True,
+            )
 
 
 @main.command()
@@ -186,13 +200,14 @@ def index(experiments_dir: str) -> None:
 
 @main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
-def validate(config_path: str) -> None:
+@_SET
+def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets and the cell count."""
     from .budget import derive
     from .learners import LEARNERS
     from .learners.shrinking_gradient import theory_preset
 
-    cfg = _load(config_path)
+    cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
     Ts = sorted({c.data["T"] for c in cells})

@@ -208,6 +208,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     )
     wall = perf_counter() - t0
     ev = evaluate(res, inst, cfg["evaluation"], np.random.default_rng(eval_ss))
+    eval_s = perf_counter() - t0 - wall
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
@@ -236,6 +237,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         timed_out=bool(res.timed_out),
         rounds=len(res.losses),
         wall_s=wall,
+        eval_s=eval_s,
     )
 
     t = curve_points(T, cfg["evaluation"]["curve_points"])
