@@ -131,13 +131,16 @@ def run(
             late = ", ".join(f"{m}: {n}" for m, n in summary["timed_out"].items())
             msg += f"; timed-out cells per learner: {late}"
         click.echo(f"{msg}; results in {out_dir}", err=True)
-        if summary["eval_slower"]:
+        slow = {m: int(n) for m, n in summary["eval_slower"].items() if n}
+        if slow:
+            per = ", ".join(f"{m}: {n}" for m, n in slow.items())
             click.echo(
-                f"note: evaluation took longer than training in {summary['eval_slower']} of "
-                f"{summary['cells']} cells (evaluation {summary['eval_s']:.1f} s, "
-                f"training {summary['train_s']:.1f} s in all); the Algorithm-2 test estimate "
-                "costs 2 m_test evaluations on each of n_test_estimated points: lower "
-                "evaluation.m_test or evaluation.n_test_estimated",
+                f"note: evaluation took longer than training in {sum(slow.values())} of "
+                f"{summary['cells']} cells ({per}; evaluation {summary['eval_s']:.1f} s, training "
+                f"{summary['train_s']:.1f} s in all). Shrinking Gradient's Algorithm-2 test "
+                "estimate costs 2 m_test evaluations on each of n_test_estimated test points "
+                "(evaluation.m_test, evaluation.n_test_estimated); exact evaluation grows with "
+                "n_val + n_test.",
                 err=True,
             )
 

@@ -210,7 +210,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "diverged": by_method["diverged"].sum().astype(int).to_dict(),
         "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
         # cells whose evaluation (runner.evaluate) took longer than their training pass
-        "eval_slower": int((eval_s > runs["wall_s"]).sum()),
+        "eval_slower": (eval_s > runs["wall_s"]).groupby(runs["method"]).sum().to_dict(),
         "eval_s": float(eval_s.sum()),
         "train_s": float(runs["wall_s"].sum()),
     }
