@@ -56,10 +56,16 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+try:
+    from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.utils._param_validation import Interval, StrOptions
+    from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+except ImportError as exc:  # not installed, or older than 1.6 (no validate_data)
+    raise ImportError(
+        f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'ilnrun[sklearn]' ({exc})"
+    ) from exc
 
 from .features import FEATURE_MAPS, FeatureMap, build_feature_map
 from .learners import LEARNERS
