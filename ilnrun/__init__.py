@@ -1,3 +1,30 @@
-"""ilnrun: experiment runner for "Learning Infinite Layer Networks Without the Kernel Trick"."""
+"""ilnrun: experiment runner for "Learning Infinite Layer Networks Without the Kernel Trick".
+
+``ilnrun.run_experiment`` runs a config from Python (:mod:`ilnrun.api`); the learners as
+scikit-learn regressors are in :mod:`ilnrun.estimators`. Both are imported on first use, so
+``import ilnrun`` stays cheap and scikit-learn stays optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "run_experiment": "api",
+    "Results": "api",
+    "ShrinkingGradientRegressor": "estimators",
+    "DoublySGDRegressor": "estimators",
+    "FixedRandomRegressor": "estimators",
+    "KernelOGDRegressor": "estimators",
+}
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,14 @@ def _fail(lines: list[str] | str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _load(path: str) -> dict:
+def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
+    from .overrides import OverrideError, load_config
+
     try:
-        return C.load(path)
+        return load_config(path, overrides)
+    except OverrideError as exc:
+        _fail(str(exc))
+        raise SystemExit(2) from None  # not reached: _fail exits
     except C.ConfigError as exc:
         _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
         raise SystemExit(2) from None  # not reached: _fail exits
@@ -36,6 +41,17 @@ def _cpus() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+_SET = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key: a dotted path and a YAML value, e.g. --set dataset.T=400 or "
+    "--set 'methods.fixed_random.eta=[0.1,0.3]'; repeatable, applied in order, validated like "
+    "the file.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,6 +100,7 @@ def main() -> None:
 )
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@_SET
 def run(
     config_path: str,
     out: str | None,
@@ -92,13 +109,14 @@ def run(
     scheduler: str | None,
     fresh: bool,
     quiet: bool,
+    overrides: tuple[str, ...],
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
+    from .api import run_resolved
     from .experiment import RunDirError, RunInterrupted
-    from .experiment import run as run_experiment
 
-    cfg = _load(config_path)
+    cfg = _load(config_path, overrides)
     if scheduler and backend != "dask":
         _fail("--scheduler needs --backend dask")
     cpus = _cpus()
@@ -107,29 +125,16 @@ def run(
         jobs = cpus
     out_dir = Path(out) if out else Path("results") / cfg["name"]
     try:
-        if backend == "dask":
-            from .distributed import dask_client
-
-            with dask_client(scheduler, jobs):
-                summary = run_experiment(
-                    cfg,
-                    out_dir,
-                    jobs=jobs,
-                    backend="dask",
-                    fresh=fresh,
-                    quiet=quiet,
-                    config_path=config_path,
-                )
-        else:
-            summary = run_experiment(
-                cfg,
-                out_dir,
-                jobs=jobs,
-                backend=backend,
-                fresh=fresh,
-                quiet=quiet,
-                config_path=config_path,
-            )
+        summary = run_resolved(
+            cfg,
+            out_dir,
+            jobs=jobs,
+            backend=backend,
+            scheduler=scheduler,
+            fresh=fresh,
+            quiet=quiet,
+            config_path=config_path,
+        ).info
     except RunDirError as exc:
         _fail(str(exc))
     except RunInterrupted as exc:
@@ -150,6 +155,18 @@ def run(
             late = ", ".join(f"{m}: {n}" for m, n in summary["timed_out"].items())
             msg += f"; timed-out cells per learner: {late}"
         click.echo(f"{msg}; results in {out_dir}", err=True)
+        slow = {m: int(n) for m, n in summary["eval_slower"].items() if n}
+        if slow:
+            per = ", ".join(f"{m}: {n}" for m, n in slow.items())
+            click.echo(
+                f"note: evaluation took longer than training in {sum(slow.values())} of "
+                f"{summary['cells']} cells ({per}; evaluation {summary['eval_s']:.1f} s, training "
+                f"{summary['train_s']:.1f} s in all). Shrinking Gradient's Algorithm-2 test "
+                "estimate costs 2 m_test evaluations on each of n_test_estimated test points "
+                "(evaluation.m_test, evaluation.n_test_estimated); exact evaluation grows with "
+                "n_val + n_test.",
+                err=True,
+            )
 
 
 @main.command()
@@ -210,14 +227,15 @@ def index(experiments_dir: str) -> None:
 
 @main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
-def validate(config_path: str) -> None:
+@_SET
+def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets, the cell count and the
     estimated size of the largest cell."""
     from .budget import derive
     from .config.schema import largest_cell
     from .learners import LEARNERS
 
-    cfg = _load(config_path)
+    cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
     Ts = sorted({c.data["T"] for c in cells})

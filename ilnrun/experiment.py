@@ -254,7 +254,8 @@ def run(
     config_path: str | None = None,
 ) -> dict:
     """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
-    summary (cells run, resumed, diverged and timed-out cells per learner)."""
+    summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
+    evaluation took longer than training and the seconds of both over all cells)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
     try:
@@ -354,11 +355,16 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     write_atomic(meta_path, json.dumps(meta, indent=2))
     by_method = runs.groupby("method")
+    eval_s = runs["eval_s"].fillna(0.0) if "eval_s" in runs else 0.0 * runs["wall_s"]
     return {
         "cells": len(all_cells),
         "resumed": meta["cells_resumed"],
         "diverged": by_method["diverged"].sum().astype(int).to_dict(),
         "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
+        # cells whose evaluation (runner.evaluate) took longer than their training pass
+        "eval_slower": (eval_s > runs["wall_s"]).groupby(runs["method"]).sum().to_dict(),
+        "eval_s": float(eval_s.sum()),
+        "train_s": float(runs["wall_s"].sum()),
     }
 
 

@@ -211,6 +211,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         eval_rng = np.random.default_rng(eval_ss)
         ev, reason = _guarded("evaluation", evaluate, res, inst, cfg["evaluation"], eval_rng)
     ev = ev or evaluate(replace(res, diverged=True), inst, cfg["evaluation"], None)
+    eval_s = perf_counter() - t0 - wall
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
@@ -240,6 +241,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         timed_out=bool(res.timed_out),
         rounds=len(res.losses),
         wall_s=wall,
+        eval_s=eval_s,
     )
 
     t = curve_points(T, cfg["evaluation"]["curve_points"])

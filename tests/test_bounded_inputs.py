@@ -165,7 +165,7 @@ def test_jobs_1_and_2_give_bit_identical_runs(tmp_path, config_file):
             main, ["run", str(config_file), "--out", str(out), "-q", "--jobs", jobs]
         )
         assert res.exit_code == 0, res.output
-        outs.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s"]))
+        outs.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s", "eval_s"]))
     pd.testing.assert_frame_equal(outs[0], outs[1], check_exact=True)
 
 
@@ -356,7 +356,7 @@ def test_signal_stops_cleanly_and_the_resume_equals_an_uninterrupted_run(
     assert res.exit_code == 0, res.output
     for name in ("runs.csv", "summary.csv", "curves.csv"):
         a, b = pd.read_csv(ref / name), pd.read_csv(out / name)
-        drop = [c for c in a.columns if c.startswith("wall_s")]
+        drop = [c for c in a.columns if c.startswith(("wall_s", "eval_s"))]
         pd.testing.assert_frame_equal(a.drop(columns=drop), b.drop(columns=drop), check_exact=True)
 
 

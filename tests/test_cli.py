@@ -97,8 +97,8 @@ def test_parallel_run_identical_to_serial(finished_run, tmp_path):
     out2 = tmp_path / "parallel"
     res = _invoke(["run", cfg_path, "--out", out2, "--jobs", "2", "--quiet"])
     assert res.exit_code == 0, res.output
-    a = pd.read_csv(out / "runs.csv").drop(columns=["wall_s"])
-    b = pd.read_csv(out2 / "runs.csv").drop(columns=["wall_s"])
+    a = pd.read_csv(out / "runs.csv").drop(columns=["wall_s", "eval_s"])
+    b = pd.read_csv(out2 / "runs.csv").drop(columns=["wall_s", "eval_s"])
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -214,7 +214,7 @@ def test_results_do_not_depend_on_cell_order_or_other_cells(finished_run, tmp_pa
     path = write_config(tmp_path / "reordered.yaml", cfg)
     res = _invoke(["run", path, "--out", tmp_path / "r", "--quiet"])
     assert res.exit_code == 0, res.output
-    drop = ["wall_s", "selected"]
+    drop = ["wall_s", "eval_s", "selected"]
     a = pd.read_csv(out / "runs.csv").drop(columns=drop).set_index("cell_id")
     b = pd.read_csv(tmp_path / "r" / "runs.csv").drop(columns=drop).set_index("cell_id")
     assert len(b) == 12 and set(b.index) <= set(a.index)

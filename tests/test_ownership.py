@@ -43,7 +43,7 @@ def _tables(d: Path) -> dict[str, pd.DataFrame]:
     out = {}
     for name in ("runs.csv", "summary.csv", "curves.csv"):
         df = pd.read_csv(d / name)
-        out[name] = df.drop(columns=[c for c in df.columns if c.startswith("wall_s")])
+        out[name] = df.drop(columns=[c for c in df.columns if c.startswith(("wall_s", "eval_s"))])
     return out
 
 

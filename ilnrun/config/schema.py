@@ -55,19 +55,24 @@ BUDGET_PARAMS = (
     ),
 )
 EVALUATION_PARAMS = (
+    # Defaults: the Algorithm-2 test estimate costs 2 m_test n_test_estimated = 40 000 feature
+    # evaluations per cell whatever the size of the test split: one training pass of T = 200
+    # rounds at m = 101 (2 m (T - 1)), a tenth of it at T = 2000 or m = 1000.
     Param(
         "m_test",
         "int",
-        2000,
-        "Algorithm-2 samples per point for estimated predictions",
+        100,
+        "Algorithm-2 samples per point for estimated predictions (noisy at 100: raise it, e.g. "
+        "to the training m, for a test_loss_estimated that compares with the online loss)",
         min=1,
         listable=False,
     ),
     Param(
         "n_test_estimated",
         "int",
-        "all",
-        "test points (the first n of the test split) on which test_loss_estimated is computed",
+        200,
+        "test points (the first n of the test split) on which test_loss_estimated is computed, "
+        "or 'all'",
         min=1,
         listable=False,
         special=("all",),
