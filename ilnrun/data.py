@@ -505,6 +505,20 @@ class DatasetSpec:
     choices: tuple[str, ...] = ()
     needs_kernel: bool = False
     check: Callable[[dict], list[tuple[str, str]]] | None = None
+    # a small ``dataset`` section that builds quickly (contract tests); it may write a file
+    # into the folder it is given
+    example: Callable[[Path], dict] | None = None
+
+
+def _example_table(folder: Path) -> dict:
+    """A 120-row CSV (three features, one target) written into ``folder``."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(120)
+    path = Path(folder) / "example.csv"
+    rows = ["a,b,c,y"] + [",".join(f"{v:.6f}" for v in (*x, t)) for x, t in zip(X, y, strict=True)]
+    path.write_text("\n".join(rows) + "\n")
+    return {"path": str(path), "target": "y", "T": 40, "n_val": 30}
 
 
 def _p(name, type_, default, doc, **kw) -> Param:
@@ -605,6 +619,7 @@ DATASETS: dict[str, DatasetSpec] = {
             build=clipped_gaussian,
             summary="the paper's Figure 1 data: clipped-Gaussian inputs, target in the RKHS of "
             "the coordinate kernel",
+            example=lambda folder: {"D": 12, "T": 20, "n_val": 10, "n_test": 15, "sparsity": 3},
             params=(
                 *_synthetic_sizes(600),
                 _p(
@@ -639,6 +654,7 @@ DATASETS: dict[str, DatasetSpec] = {
             build=teacher,
             summary="a target in the RKHS of the experiment's own feature map (needs its kernel)",
             needs_kernel=True,
+            example=lambda folder: {"D": 4, "T": 20, "n_val": 10, "n_test": 15, "sparsity": 3},
             params=(
                 *_synthetic_sizes(20),
                 _p(
@@ -688,6 +704,7 @@ DATASETS: dict[str, DatasetSpec] = {
             name="file",
             build=file,
             summary="your own data: a CSV (header row) or NPZ file, one row per example",
+            example=_example_table,
             params=(
                 _p(
                     "path",
@@ -715,6 +732,7 @@ DATASETS: dict[str, DatasetSpec] = {
             name="diabetes",
             build=diabetes,
             summary="scikit-learn's bundled diabetes data (442 rows, 10 features; extra 'real')",
+            example=lambda folder: {"T": 50, "n_val": 40},
             params=(
                 _p(
                     "features",

@@ -10,11 +10,12 @@ calls; no second implementation of any algorithm):
 - :class:`KernelOGDRegressor` — the exact-kernel online gradient descent oracle.
 
 ``fit(X, y)`` is **one online pass over the rows in the given order** (shuffle first if the order
-carries meaning you do not want). The feature map ``(mu, psi)`` is a parameter:
-``feature_map='coordinate'`` (``psi(x; w) = x[w]``, kernel ``x . x' / d``), ``'relu'``
-(``sqrt(2) max(0, w . x)``, arc-cosine kernel) or ``'fourier'`` (``sqrt(2) cos(w . x + b)``,
-Gaussian kernel of bandwidth ``sigma``; ``sigma='median'`` takes the median pairwise distance of
-the first 1000 training rows, or 1.0 when that is zero or undefined, e.g. for one row).
+carries meaning you do not want). The feature map ``(mu, psi)`` is a parameter: ``feature_map``
+names one of :data:`ilnrun.features.FEATURE_MAPS` (``ilnrun list`` shows them with their
+kernels), and the map's own parameters (``sigma``, the bandwidth of the random Fourier map) are
+estimator parameters too; a data-driven default (``sigma='median'``, the median pairwise
+distance of the first 1000 training rows) falls back to 1.0 when the data are too degenerate for
+it (e.g. a single row).
 
 **Labels.** The learners assume labels of order one: Shrinking Gradient shrinks when
 ``|E_t| >= 16 B``, a prediction above ``1e6`` stops the pass as diverged, and the default step
@@ -50,7 +51,6 @@ the units of the original ``y``), ``diverged_``, ``y_mean_``, ``y_scale_`` and t
 
 from __future__ import annotations
 
-import math
 import warnings
 from numbers import Integral, Real
 from typing import Any
@@ -67,9 +67,9 @@ except ImportError as exc:  # not installed, or older than 1.6 (no validate_data
         f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'ilnrun[sklearn]' ({exc})"
     ) from exc
 
-from .features import FEATURE_MAPS, FeatureMap, build_feature_map
-from .learners import LEARNERS
-from .learners.base import FeatureExpansion, FitResult, KernelExpansion
+from .features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap, build_feature_map
+from .learners import doubly_sgd, fixed_random, kernel_ogd, shrinking_gradient
+from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec
 from .schedules import SCHEDULES
 
 __all__ = [
@@ -116,7 +116,7 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
     """What the four estimators share: input checks, label transform, the feature map, the pass
     and the fitted attributes. Subclasses name their learner and its keyword arguments."""
 
-    _learner: str = ""
+    _learner: LearnerSpec
     _parameter_constraints: dict = _COMMON_CONSTRAINTS
 
     def _learner_kwargs(self) -> dict:
@@ -153,7 +153,7 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
         peak = float(np.max(np.abs(yc))) if self.scale_y else 0.0
         self.y_scale_ = peak if peak > 0.0 else 1.0  # the learner sees y' = yc / y_scale_
         self.feature_map_ = self._build_feature_map(X)
-        info = LEARNERS[self._learner]
+        info = self._learner
         res: FitResult = info.fit(
             X,
             yc / self.y_scale_,
@@ -185,13 +185,17 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
         return res.predictor
 
     def _build_feature_map(self, X: np.ndarray) -> FeatureMap:
+        """The map named by ``feature_map`` with its own parameters taken from the estimator;
+        a data-driven default (a ``special`` value such as ``'median'``) that the data make
+        degenerate falls back to 1.0."""
+        cls = FEATURE_MAPS[self.feature_map]
         spec: dict[str, Any] = {"kind": self.feature_map}
-        if self.feature_map == "fourier":
-            spec["sigma"] = self.sigma
-        fmap = build_feature_map(spec, X)
-        if self.feature_map == "fourier" and not (math.isfinite(fmap.sigma) and fmap.sigma > 0):
-            fmap = build_feature_map({"kind": "fourier", "sigma": 1.0}, X)  # degenerate median
-        return fmap
+        spec.update({p.name: getattr(self, p.name) for p in cls.params})
+        if cls.check_data(spec, X) is not None:
+            for p in cls.params:
+                if spec[p.name] in p.special:
+                    spec[p.name] = 1.0
+        return build_feature_map(spec, X)
 
     # -- predicting -----------------------------------------------------------------------------
 
@@ -255,7 +259,8 @@ class ShrinkingGradientRegressor(_KernelExpansionRegressor):
     average : bool, default=False
         Predict with the averaged predictor ``(1/T) sum_t f_t`` (Corollary 1) instead of the
         final ``f_{T+1}``.
-    feature_map : {'coordinate', 'relu', 'fourier'}, default='coordinate'
+    feature_map : str, default=DEFAULT_FEATURE_MAP
+        One of :data:`ilnrun.features.FEATURE_MAPS`.
     sigma : 'median' or float, default='median'
         Bandwidth of the ``fourier`` map.
     predict_mode : {'exact', 'estimated'}, default='exact'
@@ -268,7 +273,7 @@ class ShrinkingGradientRegressor(_KernelExpansionRegressor):
         Seeds the pass (and estimated predictions).
     """
 
-    _learner = "shrinking_gradient"
+    _learner = shrinking_gradient.SPEC
     _parameter_constraints: dict = {
         **_KernelExpansionRegressor._parameter_constraints,
         "m": [_COUNT],
@@ -287,7 +292,7 @@ class ShrinkingGradientRegressor(_KernelExpansionRegressor):
         decay: float = 1.0,
         sampler: str = "iid",
         average: bool = False,
-        feature_map: str = "coordinate",
+        feature_map: str = DEFAULT_FEATURE_MAP,
         sigma: str | float = "median",
         predict_mode: str = "exact",
         m_test: int = 200,
@@ -327,7 +332,7 @@ class KernelOGDRegressor(_KernelExpansionRegressor):
     :class:`ShrinkingGradientRegressor` (``random_state`` only seeds estimated predictions).
     """
 
-    _learner = "kernel_ogd"
+    _learner = kernel_ogd.SPEC
 
     def __init__(
         self,
@@ -335,7 +340,7 @@ class KernelOGDRegressor(_KernelExpansionRegressor):
         eta: float = 0.1,
         schedule: str = "constant",
         decay: float = 1.0,
-        feature_map: str = "coordinate",
+        feature_map: str = DEFAULT_FEATURE_MAP,
         sigma: str | float = "median",
         predict_mode: str = "exact",
         m_test: int = 200,
@@ -368,7 +373,7 @@ class DoublySGDRegressor(_OnlineRegressor):
     ``scale_y``, ``random_state`` as in :class:`ShrinkingGradientRegressor`.
     """
 
-    _learner = "doubly_sgd"
+    _learner = doubly_sgd.SPEC
     _parameter_constraints: dict = {
         **_COMMON_CONSTRAINTS,
         "k": [_COUNT],
@@ -383,7 +388,7 @@ class DoublySGDRegressor(_OnlineRegressor):
         nu: float = 0.0,
         schedule: str = "constant",
         decay: float = 1.0,
-        feature_map: str = "coordinate",
+        feature_map: str = DEFAULT_FEATURE_MAP,
         sigma: str | float = "median",
         center_y: bool = True,
         scale_y: bool = True,
@@ -423,7 +428,7 @@ class FixedRandomRegressor(_OnlineRegressor):
     ``scale_y``, ``random_state`` as in :class:`ShrinkingGradientRegressor`.
     """
 
-    _learner = "fixed_random"
+    _learner = fixed_random.SPEC
     _parameter_constraints: dict = {
         **_COMMON_CONSTRAINTS,
         "r": [_COUNT],
@@ -438,7 +443,7 @@ class FixedRandomRegressor(_OnlineRegressor):
         lam: float = 0.0,
         schedule: str = "constant",
         decay: float = 1.0,
-        feature_map: str = "coordinate",
+        feature_map: str = DEFAULT_FEATURE_MAP,
         sigma: str | float = "median",
         center_y: bool = True,
         scale_y: bool = True,

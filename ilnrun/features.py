@@ -245,6 +245,7 @@ class Fourier(FeatureMap):
 
 
 FEATURE_MAPS: dict[str, type[FeatureMap]] = {c.name: c for c in (Coordinate, ReLU, Fourier)}
+DEFAULT_FEATURE_MAP = Coordinate.name  # the paper's Section 6 map
 
 
 def median_distance(X: np.ndarray, max_points: int = 1000) -> float:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from ilnrun.data import Dataset, clipped_gaussian
 
@@ -71,3 +72,20 @@ def make_data(seed: int = 0, D: int = 20, T: int = 30, n_val: int = 20, n_test: 
 @pytest.fixture
 def small_data() -> Dataset:
     return make_data()
+
+
+def invoke(args: list) -> object:
+    """``ilnrun ARGS`` in-process (``click.testing.CliRunner``); paths may be ``Path``."""
+    from ilnrun.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> tuple[Path, Path, object]:
+    """The tiny config run once with --jobs 1: (config path, results dir, CliRunner result)."""
+    base = tmp_path_factory.mktemp("cli")
+    cfg_path = write_config(base / "tiny.yaml", tiny_config())
+    out = base / "results"
+    result = invoke(["run", cfg_path, "--out", out, "--jobs", "1"])
+    return cfg_path, out, result

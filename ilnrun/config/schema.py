@@ -21,7 +21,7 @@ import yaml
 
 from ..budget import MATCHES, derive
 from ..data import DATASETS, DataError, build_dataset, check
-from ..features import FEATURE_MAPS, FeatureMap
+from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
 from ..params import (
     ConfigError,
@@ -255,7 +255,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         cfg[key] = check_scalar(Param(key, "int", default, "", min=lo), v, key, problems)
     cfg["dataset"] = check_kind(raw.get("dataset"), DATASETS, "dataset", problems, None)
     cfg["feature_map"] = check_kind(
-        raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, "coordinate"
+        raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, DEFAULT_FEATURE_MAP
     )
     cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
     cfg["evaluation"] = check_section(

@@ -1,36 +1,21 @@
-"""End to end through the command line (``click.testing.CliRunner``)."""
+"""``ilnrun run`` end to end through the command line (``click.testing.CliRunner``)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pandas as pd
-import pytest
 import yaml
-from click.testing import CliRunner
-from conftest import TINY_CELLS, tiny_config, write_config
+from conftest import TINY_CELLS, invoke, tiny_config, write_config
 
 from ilnrun import config as C
-from ilnrun.cli import main
 
 OUTPUTS = ("runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 BUDGETED = ("shrinking_gradient", "doubly_sgd", "fixed_random")
 
 
-def _invoke(args: list[str]):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> tuple[Path, Path, object]:
-    """The tiny config run once with --jobs 1: (config path, results dir, CliRunner result)."""
-    base = tmp_path_factory.mktemp("cli")
-    cfg_path = write_config(base / "tiny.yaml", tiny_config())
-    out = base / "results"
-    result = _invoke(["run", cfg_path, "--out", out, "--jobs", "1"])
-    return cfg_path, out, result
+_invoke = invoke
 
 
 def test_run_writes_all_outputs(finished_run):
@@ -81,15 +66,6 @@ def test_budgets_matched_in_every_repetition(finished_run):
     assert (oracle["train_evals"] == 0).all()
 
 
-def test_plot_writes_figure1(finished_run):
-    _, out, result = finished_run
-    assert result.exit_code == 0, result.output
-    res = _invoke(["plot", out, "--format", "png"])
-    assert res.exit_code == 0, res.output
-    assert (out / "figure1.png").is_file()
-    assert (out / "figure1.png").stat().st_size > 0
-
-
 def test_parallel_run_identical_to_serial(finished_run, tmp_path):
     """--jobs 2 gives the same runs.csv as --jobs 1 apart from the wall-clock column."""
     cfg_path, out, result = finished_run
@@ -135,60 +111,6 @@ def test_different_config_is_refused_then_fresh_reruns(finished_run, tmp_path):
     assert res.exit_code == 0, res.output
     runs = pd.read_csv(copy / "runs.csv")
     assert len(runs) == TINY_CELLS // 2 and set(runs["D"]) == {20}
-
-
-def test_validate_prints_cell_count(config_file):
-    res = _invoke(["validate", config_file])
-    assert res.exit_code == 0, res.output
-    assert f"# cells: {TINY_CELLS}" in res.stdout
-    assert "shrinking_gradient" in res.stdout
-    b = 4 * 30 * 31 // 2
-    assert f"target {b:,}" in res.stdout
-
-
-def test_list_names_learners_and_feature_maps():
-    res = _invoke(["list"])
-    assert res.exit_code == 0, res.output
-    for name in ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd"):
-        assert name in res.stdout
-    for name in ("coordinate", "relu", "fourier", "clipped_gaussian"):
-        assert name in res.stdout
-
-
-def test_bad_config_exit_2_names_key_path(tmp_path):
-    bad = tiny_config(**{"methods.shrinking_gradient.eta": [0.3, -0.1]})
-    path = write_config(tmp_path / "bad.yaml", bad)
-    for command in ("run", "validate"):
-        args = [command, path] + (["--out", tmp_path / "r"] if command == "run" else [])
-        res = _invoke(args)
-        assert res.exit_code == 2, res.output
-        assert "methods.shrinking_gradient.eta[1]" in res.output
-        assert "-0.1" in res.output
-        assert "Traceback" not in res.output
-    assert not (tmp_path / "r").exists()  # nothing ran
-
-
-def test_several_config_problems_reported_together(tmp_path):
-    bad = tiny_config(
-        **{
-            "methods.doubly_sgd.nu": -1.0,
-            "dataset.T": 1,
-            "methods.fixed_random.schedule": "constnt",
-        }
-    )
-    res = _invoke(["validate", write_config(tmp_path / "bad.yaml", bad)])
-    assert res.exit_code == 2
-    for path in ("methods.doubly_sgd.nu", "dataset.T", "methods.fixed_random.schedule"):
-        assert path in res.output
-    assert "Traceback" not in res.output
-
-
-def test_missing_config_file_exit_2(tmp_path):
-    res = _invoke(["run", tmp_path / "nope.yaml", "--out", tmp_path / "r"])
-    assert res.exit_code == 2, res.output
-    assert "nope.yaml" in res.output and "Traceback" not in res.output
-    res = _invoke(["validate", tmp_path / "nope.yaml"])
-    assert res.exit_code == 2
 
 
 def test_bad_arguments_exit_2(config_file, tmp_path):

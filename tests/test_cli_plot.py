@@ -1,4 +1,4 @@
-"""Figures from a tiny results directory produced through the CLI."""
+"""``ilnrun plot``: figures from a tiny results directory produced through the CLI."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import invoke
 
 from ilnrun.cli import main
 from ilnrun.plots import plot_results
@@ -86,3 +87,15 @@ def test_rows_with_nothing_selected_are_skipped(one_budget: Path, tmp_path: Path
     paths = plot_results(tmp_path, ["svg"])
     _check(paths, {"figure1.svg", "curves.svg"})
     assert "Doubly SGD" not in (tmp_path / "figure1.svg").read_text()
+
+
+_invoke = invoke
+
+
+def test_plot_writes_figure1(finished_run):
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    res = _invoke(["plot", out, "--format", "png"])
+    assert res.exit_code == 0, res.output
+    assert (out / "figure1.png").is_file()
+    assert (out / "figure1.png").stat().st_size > 0

@@ -1,0 +1,74 @@
+"""``ilnrun report``: REPORT.md generated from a results directory, end to end."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+from conftest import invoke, tiny_config, write_config
+
+from ilnrun.learners import LEARNERS
+
+
+def _plotted_copy(finished_run, tmp_path):
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "results"
+    shutil.copytree(out, copy)
+    assert invoke(["plot", copy, "--format", "png"]).exit_code == 0
+    return copy
+
+
+def test_report_has_every_section_and_learner(finished_run, tmp_path):
+    results = _plotted_copy(finished_run, tmp_path)
+    out = tmp_path / "report"
+    res = invoke(["report", results, "--out", out])
+    assert res.exit_code == 0, res.output
+    text = (out / "REPORT.md").read_text()
+    for heading in (
+        "## Headline",
+        "## Setup",
+        "## Choices where the paper is silent",
+        "## Budgets as counted by the learners",
+        "## Figures",
+        "## Test loss",
+        "## Online loss",
+        "## Selected hyperparameters",
+        "## Verdict on the paper's claim",
+    ):
+        assert heading in text, heading
+    for spec in LEARNERS.values():
+        assert spec.label in text
+    assert (out / "figure1.png").is_file()  # figures copied next to the report
+    # a verdict row per competitor and budget, with a verdict word
+    assert text.count("| SG < Doubly SGD | 4 |") == 3  # test, online, best-online comparisons
+    assert "holds" in text or "does not hold" in text or "no significant" in text or "mixed" in text
+    # the counted budgets equal the run's own counters
+    runs = pd.read_csv(results / "runs.csv")
+    target = int(runs["budget_target"].dropna().iloc[0])
+    assert f"| {target:,} |" in text
+
+
+def test_report_refuses_a_directory_without_results(tmp_path):
+    res = invoke(["report", tmp_path])
+    assert res.exit_code == 2 and "run `ilnrun run`" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_a_learner_that_diverged_everywhere_has_nothing_to_compare(tmp_path):
+    cfg = tiny_config(**{"dataset.D": 20, "repetitions": 2})
+    cfg["methods"]["doubly_sgd"] = {"eta": [1e6]}
+    path = write_config(tmp_path / "div.yaml", cfg)
+    out = tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q"]).exit_code == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs.loc[runs["method"] == "doubly_sgd", "diverged"].all()
+    plot = invoke(["plot", out, "--format", "png"])
+    assert plot.exit_code == 0, plot.output
+    res = invoke(["report", out])
+    assert res.exit_code == 0, res.output
+    text = (out / "REPORT.md").read_text()
+    assert "SG reaches" not in text or "nothing to compare" in text
+    assert "Doubly SGD: **nothing to compare**" in text
+    assert "none (all diverged)" in text
+    assert "Doubly SGD: **no significant difference**" not in text

@@ -1,0 +1,157 @@
+"""The common contract, run over every registered learner, feature map and dataset (a new one is
+tested without editing a test): specs that match their code, well-formed results, counters equal
+to the spec's formulas, determinism, and datasets that build."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from ilnrun import config as C
+from ilnrun.budget import derive
+from ilnrun.data import DATASETS, build_dataset
+from ilnrun.features import FEATURE_MAPS, build_feature_map
+from ilnrun.learners import LEARNERS
+from ilnrun.learners.base import ROLES, FeatureExpansion, FitResult, KernelExpansion
+from ilnrun.params import check_value
+from ilnrun.runner import evaluate, instance, run_cell
+
+T = 24  # rounds of the signature checks
+
+
+KERNEL_MAP = next(n for n, m in FEATURE_MAPS.items() if m.has_kernel)
+FIRST_DATASET = next(n for n, d in DATASETS.items() if not d.needs_kernel)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A small instance of the first registered dataset, from its own example."""
+    example = DATASETS[FIRST_DATASET].example(tmp_path_factory.mktemp("data"))
+    return build_dataset({"kind": FIRST_DATASET, **example}, np.random.default_rng(0))
+
+
+def _arguments(spec, T: int) -> dict:
+    """The spec's defaults, a small step, and its size from a matched budget of k = 2."""
+    h = {p.name: p.default for p in spec.params}
+    h["eta"] = 0.1
+    for key in spec.unused(h):
+        h[key] = None
+    size = derive("evaluations", 2, T).size(spec.budget.name) if spec.takes_budget(h) else None
+    return spec.fit_arguments(h, size, T)
+
+
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_spec_matches_its_fit(name):
+    spec = LEARNERS[name]
+    sig = inspect.signature(spec.fit)
+    keywords = set(sig.parameters)
+    for p in spec.params:  # a parameter is a keyword of fit, or consumed by the spec's hook
+        assert p.name in keywords or spec.arguments is not None, (name, p.name)
+    assert set(_arguments(spec, T)) <= keywords
+    if spec.budget is not None:
+        assert spec.budget.name in keywords
+    assert "deadline" in keywords  # every learner honours limits.cell_timeout_s
+    assert spec.role in ROLES and spec.label and spec.short and spec.summary
+    for p in spec.params:  # every parameter's default passes its own validation
+        problems: list = []
+        check_value(p, p.default, p.name, problems)
+        assert problems == [], (name, p.name)
+
+
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_fit_is_well_formed_counted_and_deterministic(name, data):
+    spec = LEARNERS[name]
+    X, y = data.X_train, data.y_train
+    T = len(y)
+    fmap = build_feature_map({"kind": KERNEL_MAP}, X)
+    args = _arguments(spec, T)
+    res = spec.fit(X, y, fmap, np.random.default_rng(1), **args)
+    again = spec.fit(X, y, fmap, np.random.default_rng(1), **args)
+    assert isinstance(res, FitResult)
+    assert not res.diverged and not res.timed_out
+    assert res.losses.shape == (T,) and np.all(np.isfinite(res.losses))
+    assert set(res.counters) >= {"train_evals", "features_sampled", "kernel_evals", "shrinks"}
+    assert isinstance(res.predictor, (KernelExpansion, FeatureExpansion))
+    np.testing.assert_array_equal(res.losses, again.losses)  # same seed, same numbers
+    assert res.counters == again.counters
+    if spec.budget is not None and spec.budget.name in args:
+        expected = spec.budget.expected(args[spec.budget.name], T)
+        assert {k: res.counters[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
+    """Through the runner: one cell of each learner on the first dataset's example."""
+    cfg = C.resolve(
+        {
+            "name": "contract",
+            "repetitions": 1,
+            "dataset": {"kind": FIRST_DATASET, **DATASETS[FIRST_DATASET].example(tmp_path)},
+            "feature_map": {"kind": KERNEL_MAP},
+            "budget": {"dsgd_k": 2},
+            "evaluation": {"m_test": 20, "curve_points": 5},
+            "methods": {name: {"eta": 0.1}},
+        }
+    )
+    cell = C.cells(cfg)[0]
+    rec = run_cell(cfg, cell)
+    row = rec["row"]
+    assert rec["id"] == cell.id and row["method"] == name
+    for key in ("online_loss", "val_loss", "test_loss", "test_nmse", "train_evals"):
+        assert np.isfinite(row[key]), key
+    assert len(rec["curve"]["t"]) == len(rec["curve"]["online_loss"])
+    inst = instance(cfg, cell)
+    assert evaluate(
+        LEARNERS[name].fit(
+            inst.data.X_train,
+            inst.data.y_train,
+            inst.fmap,
+            np.random.default_rng(0),
+            **_arguments(LEARNERS[name], len(inst.data.y_train)),
+        ),
+        inst,
+        cfg["evaluation"],
+        np.random.default_rng(0),
+    )["eval_mode"] in ("exact", "estimated")
+
+
+@pytest.mark.parametrize("kind", list(FEATURE_MAPS))
+def test_feature_map_shapes_and_declared_sizes(kind):
+    X = np.random.default_rng(0).standard_normal((8, 5))
+    fmap = build_feature_map({"kind": kind}, X)
+    W = fmap.sample(np.random.default_rng(1), 7)
+    assert len(W) == 7
+    assert int(np.prod(W.shape[1:])) == fmap.param_floats(5)
+    assert fmap.matrix(X, W).shape == (8, 7)
+    assert fmap.check_data({"kind": kind}, X) is None
+    assert fmap.choices and fmap.describe()["kind"] == kind
+
+
+@pytest.mark.parametrize("kind", list(DATASETS))
+def test_every_dataset_builds_at_a_small_size(kind, tmp_path):
+    spec = DATASETS[kind]
+    assert spec.example is not None and spec.choices and spec.summary
+    assert "T" in {p.name for p in spec.params}
+    cfg = C.resolve(
+        {
+            "name": "contract",
+            "repetitions": 1,
+            "dataset": {"kind": kind, **spec.example(tmp_path)},
+            "feature_map": {"kind": KERNEL_MAP},
+            "methods": {next(iter(LEARNERS)): {"eta": 0.1}},
+        },
+        base_dir=tmp_path,
+    )
+    setting = C.dataset_settings(cfg)[0]
+    d = build_dataset(setting, np.random.default_rng(0), cfg["feature_map"])
+    T = setting["T"]
+    assert d.X_train.shape[0] == T == len(d.y_train)
+    assert d.X_val.shape[1] == d.X_train.shape[1] == d.X_test.shape[1]
+    assert len(d.y_val) > 0 and len(d.y_test) > 0
+    assert np.max(np.abs(d.y_train)) == pytest.approx(1.0)  # labels scaled by 1 / max|y_train|
+    for split in (d.y_train, d.y_val, d.y_test):
+        assert np.all(np.isfinite(split))
+    again = build_dataset(setting, np.random.default_rng(0), cfg["feature_map"])
+    np.testing.assert_array_equal(d.X_test, again.X_test)

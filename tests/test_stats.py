@@ -1,0 +1,153 @@
+"""The statistics behind every table, band and verdict (ilnrun.stats), and selection and summary
+(ilnrun.results), on hand-made numbers whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ilnrun.results import select, summarize
+from ilnrun.stats import (
+    claim_verdict,
+    mean_ci,
+    paired_difference,
+    significant,
+    t975,
+    verdict_word,
+)
+
+# Two-sided 95% Student-t quantiles from printed tables (4 decimals)
+TABLE = {1: 12.7062, 2: 4.3027, 5: 2.5706, 9: 2.2622, 30: 2.0423, 120: 1.9799}
+
+
+@pytest.mark.parametrize(("df", "q"), TABLE.items())
+def test_t975_matches_printed_tables(df, q):
+    assert t975(df) == pytest.approx(q, abs=5e-5)
+
+
+def test_t975_undefined_without_degrees_of_freedom():
+    assert math.isnan(t975(0))
+
+
+def test_mean_ci_by_hand():
+    s = mean_ci([1.0, 2.0, 3.0, float("nan")])  # NaN left out
+    assert s["n"] == 3 and s["mean"] == 2.0 and s["std"] == pytest.approx(1.0)
+    assert s["ci95"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    one = mean_ci([5.0])
+    assert one["mean"] == 5.0 and math.isnan(one["std"]) and math.isnan(one["ci95"])
+    assert mean_ci([])["n"] == 0
+
+
+def test_paired_difference_pairs_by_repetition_and_drops_non_finite():
+    a = pd.Series([1.0, 2.0, 4.0, np.inf], index=[0, 1, 2, 3])
+    b = pd.Series([0.5, 1.0, 3.0, 1.0, 9.0], index=[2, 1, 0, 3, 4])  # other order, extra rep
+    p = paired_difference(a, b)
+    d = np.array([1.0 - 3.0, 2.0 - 1.0, 4.0 - 0.5])  # reps 0, 1, 2; rep 3 infinite, 4 unpaired
+    assert p["n"] == 3 and p["mean"] == pytest.approx(d.mean())
+    assert p["ci"] == pytest.approx(t975(2) * d.std(ddof=1) / math.sqrt(3))
+
+
+@pytest.mark.parametrize(
+    ("p", "word"),
+    [
+        ({"n": 10, "mean": -0.5, "ci": 0.1}, "SG lower (significant)"),
+        ({"n": 10, "mean": -0.05, "ci": 0.1}, "SG lower (not significant)"),
+        ({"n": 10, "mean": 0.5, "ci": 0.1}, "SG higher (significant)"),
+        ({"n": 10, "mean": 0.05, "ci": 0.1}, "SG higher (not significant)"),
+        ({"n": 1, "mean": 0.5, "ci": math.nan}, "SG higher (not significant)"),
+        ({"n": 0, "mean": math.nan, "ci": math.nan}, "no data"),
+    ],
+)
+def test_verdict_words(p, word):
+    assert verdict_word(p, "SG") == word
+    assert significant(p) == word.endswith("(significant)")
+
+
+L_SIG, L_NS = "SG lower (significant)", "SG lower (not significant)"
+H_SIG, H_NS = "SG higher (significant)", "SG higher (not significant)"
+
+
+@pytest.mark.parametrize(
+    ("words", "verdict"),
+    [
+        ([L_SIG, L_SIG], "holds"),
+        ([L_SIG, L_NS], "holds in direction, not always significantly"),
+        ([H_SIG, L_NS], "does not hold"),
+        ([H_SIG, H_SIG], "does not hold"),
+        ([H_NS, L_NS], "no significant difference"),
+        ([L_SIG, H_SIG], "mixed"),
+        (["no data", "no data"], "nothing to compare"),
+        ([], "nothing to compare"),
+        (["no data", L_SIG], "holds"),
+    ],
+)
+def test_claim_verdicts(words, verdict):
+    assert claim_verdict(words) == verdict
+
+
+def _runs() -> pd.DataFrame:
+    """Two settings of one learner over three repetitions; setting b has the lower mean
+    validation loss, setting c is lower still but diverged once."""
+    rows = []
+    for i, (setting, vals, div) in enumerate(
+        [
+            ("a", [0.3, 0.3, 0.3], [False] * 3),
+            ("b", [0.2, 0.1, 0.3], [False] * 3),
+            ("c", [0.01, 0.01, np.inf], [False, False, True]),
+        ]
+    ):
+        for rep, (v, d) in enumerate(zip(vals, div, strict=True)):
+            rows.append(
+                {
+                    "method": "m",
+                    "D": 5,
+                    "dsgd_k": 2,
+                    "setting": setting,
+                    "repetition": rep,
+                    "val_loss": v,
+                    "test_loss": v + 1.0,
+                    "online_loss": v,
+                    "diverged": d,
+                    "timed_out": False,
+                    "cell_index": 3 * i + rep,
+                    "train_evals": 10,
+                    "features_sampled": 5,
+                    "shrinks": 0,
+                    "test_evals": 1,
+                    "wall_s": 0.0,
+                    "budget_match": "evaluations",
+                    "budget_target": 10,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_selection_lowest_mean_validation_loss_skipping_failed_settings():
+    runs = select(_runs(), ["D"])
+    assert set(runs.loc[runs["selected"], "setting"]) == {"b"}
+    assert runs["selected"].sum() == 3
+
+
+def test_selection_ties_go_to_the_first_cell():
+    runs = _runs()
+    runs.loc[runs["setting"] == "a", "val_loss"] = [0.2, 0.1, 0.3]  # same mean as b
+    assert set(select(runs, ["D"]).query("selected")["setting"]) == {"a"}
+
+
+def test_summary_of_the_selected_setting():
+    summary = summarize(select(_runs(), ["D"]), ["D"])
+    row = summary.iloc[0]
+    assert row["setting"] == "b" and row["n"] == 3 and row["settings"] == 3
+    assert row["diverged_cells"] == 1 and row["diverged_settings"] == 1
+    assert row["test_loss_mean"] == pytest.approx(1.2)
+    assert row["test_loss_ci95"] == pytest.approx(t975(2) * 0.1 / math.sqrt(3))
+
+
+def test_summary_when_every_setting_failed():
+    runs = _runs()
+    runs["diverged"] = True
+    summary = summarize(select(runs, ["D"]), ["D"])
+    assert summary.iloc[0]["n"] == 0 and pd.isna(summary.iloc[0]["setting"])
