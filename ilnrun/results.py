@@ -1,11 +1,11 @@
-"""Results on disk (docs/protocol.md §7): the cell log, ``runs.csv``, ``summary.csv``,
+"""Results on disk (docs/protocol.md §10): the cell log, ``runs.csv``, ``summary.csv``,
 ``curves.csv``.
 
 - ``cells.jsonl`` holds one JSON record per finished cell, appended with a single ``write`` the
   moment the cell finishes; a line cut short by a kill is ignored on reading, so an interrupted run
   loses only cells in flight.
 - The CSVs are derived from the cell log and written atomically (temporary file + rename).
-- Selection (docs/protocol.md §4): for every (method, dataset setting, budget) the
+- Selection (docs/protocol.md §5): for every (method, dataset setting, budget) the
   hyperparameter setting with the lowest mean validation loss over repetitions is selected;
   settings with a diverged or timed-out repetition are skipped; every grid point stays in
   ``runs.csv`` (column ``selected``).

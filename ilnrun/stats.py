@@ -1,4 +1,4 @@
-"""The statistics of every table, figure and verdict, in one place (docs/protocol.md §6).
+"""The statistics of every table, figure and verdict, in one place (docs/protocol.md §6-§7).
 
 - 95% Student-t interval of a mean over ``n`` repetitions: half-width
   ``t_{0.975, n-1} s / sqrt(n)`` with ``s`` the sample standard deviation (``ddof = 1``);

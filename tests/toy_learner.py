@@ -68,7 +68,10 @@ SPEC = LearnerSpec(
     short="TOY",
     summary="averaged SGD on q fixed random features (a test's toy learner)",
     fit=fit,
-    params=(*STEP_PARAMS, Param("tail", "float", 0.5, "averaged fraction of the pass", min=0)),
+    params=(
+        *STEP_PARAMS,
+        Param("tail", "float", 0.5, "averaged fraction of the pass", min=0, key_omit=0.5),
+    ),
     budget=BudgetSize(
         "q",
         cost=lambda match, T: T if match == "evaluations" else 1,

@@ -206,7 +206,7 @@ def step_unused(h: dict) -> set[str]:
 
 @dataclass(frozen=True)
 class BudgetSize:
-    """How a budgeted learner spends the matched budget (docs/budgets.md §3).
+    """How a budgeted learner spends the matched budget (docs/budgets.md §4).
 
     ``name`` is the size the learner takes (``m``, ``k``, ``r``: the keyword of its ``fit``);
     ``cost(match, T)`` what one unit of that size spends over a pass of ``T`` rounds, in the unit

@@ -56,13 +56,14 @@ def x_axis(cfg: dict) -> str | None:
 def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.DataFrame:
     """Rows of ``method`` matching ``keys`` for one hyperparameter setting: the one selected on
     validation loss (``by=None``), or the one with the lowest mean ``by`` over repetitions
-    among the rows that did not diverge or time out."""
+    among the settings none of whose repetitions diverged or timed out (as selection does)."""
     g = runs[runs["method"] == method]
     for k, v in keys.items():
         g = g[g[k] == v]
     if by is None:
         return g[g["selected"]]
-    ok = g[~(g["diverged"] | g["timed_out"])]
+    failed = (g["diverged"] | g["timed_out"]).groupby(g["setting"]).any()
+    ok = g[g["setting"].isin(failed.index[~failed])]
     if ok.empty:
         return ok
     return ok[ok["setting"] == ok.groupby("setting")[by].mean().idxmin()]
