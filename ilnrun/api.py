@@ -100,5 +100,8 @@ def run_resolved(
             info = run(cfg, out, backend="dask", **kw)
     else:
         info = run(cfg, out, backend=backend, **kw)
-    tables = {name: pd.read_csv(out / f"{name}.csv") for name in ("runs", "summary", "curves")}
+    tables = {
+        name: pd.read_csv(out / f"{name}.csv", low_memory=False)
+        for name in ("runs", "summary", "curves")
+    }
     return Results(**tables, out_dir=out, config=cfg, info=info)

@@ -155,6 +155,10 @@ def run(
             late = ", ".join(f"{m}: {n}" for m, n in summary["timed_out"].items())
             msg += f"; timed-out cells per learner: {late}"
         click.echo(f"{msg}; results in {out_dir}", err=True)
+        from .config.schema import data_lines
+
+        for line in data_lines(cfg):
+            click.echo(f"data used: {line}", err=True)
         slow = {m: int(n) for m, n in summary["eval_slower"].items() if n}
         if slow:
             per = ", ".join(f"{m}: {n}" for m, n in slow.items())

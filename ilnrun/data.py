@@ -508,6 +508,8 @@ class DatasetSpec:
     # a small ``dataset`` section that builds quickly (contract tests); it may write a file
     # into the folder it is given
     example: Callable[[Path], dict] | None = None
+    # what a setting actually uses (columns, rows, split sizes), recorded in config.yaml
+    describe: Callable[[dict], dict] | None = None
 
 
 def _example_table(folder: Path) -> dict:
@@ -590,6 +592,19 @@ def _check_file(spec: dict) -> None:
         spec["n_val"],
         spec["n_test"],
     )
+
+
+def _describe(table: Table, spec: dict, target: str) -> dict:
+    """The columns, rows and split sizes a table setting uses."""
+    _, y, names, (T, n_val, n_test) = table_arrays(
+        table, spec["features"], target, spec["T"], spec["n_val"], spec["n_test"]
+    )
+    return {
+        "rows": len(y),
+        "target": target,
+        "features": names,
+        "splits": {"train": T, "val": n_val, "test": n_test},
+    }
 
 
 def _check_diabetes(spec: dict) -> None:
@@ -705,6 +720,7 @@ DATASETS: dict[str, DatasetSpec] = {
             build=file,
             summary="your own data: a CSV (header row) or NPZ file, one row per example",
             example=_example_table,
+            describe=lambda spec: _describe(read_table(spec["path"]), spec, spec["target"]),
             params=(
                 _p(
                     "path",
@@ -733,6 +749,7 @@ DATASETS: dict[str, DatasetSpec] = {
             build=diabetes,
             summary="scikit-learn's bundled diabetes data (442 rows, 10 features; extra 'real')",
             example=lambda folder: {"T": 50, "n_val": 40},
+            describe=lambda spec: _describe(diabetes_table(), spec, "target"),
             params=(
                 _p(
                     "features",

@@ -152,7 +152,7 @@ TOP_LEVEL = (
     "limits",
 )
 # written into the resolved config (never read from a user's file: recomputed on every load)
-DERIVED = ("inputs",)
+DERIVED = ("inputs", "data_used")
 NAME_MAX = 100
 DESCRIPTION_MAX = 10_000
 
@@ -292,7 +292,40 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         _cross_checks(cfg, problems)
     if problems:
         raise ConfigError(problems)
+    _describe_data(cfg)
     return cfg
+
+
+def data_lines(cfg: dict) -> list[str]:
+    """One line per dataset setting of what it uses (``data_used``), for messages and reports."""
+    out = []
+    for d in cfg.get("data_used", []):
+        s = d["splits"]
+        axes = ", ".join(f"{k}={v}" for k, v in d.items() if k not in DESCRIBED)
+        out.append(
+            (f"[{axes}] " if axes else "")
+            + f"{d['rows']:,} rows; target {d['target']}; features {', '.join(d['features'])}; "
+            f"train / val / test rows {s['train']} / {s['val']} / {s['test']}"
+        )
+    return out
+
+
+DESCRIBED = ("rows", "target", "features", "splits")
+
+
+def _describe_data(cfg: dict) -> None:
+    """Record under ``data_used`` what every dataset setting actually uses (for tables: the
+    feature columns, the rows, the split sizes), when the dataset can say."""
+    describe = DATASETS[cfg["dataset"]["kind"]].describe
+    if describe is None:
+        return
+    cfg["data_used"] = [
+        {
+            **{k: v for k, v in s.items() if grid._is_axis(s["kind"], k, cfg["dataset"][k])},
+            **describe(s),
+        }
+        for s in grid.dataset_settings(cfg)
+    ]
 
 
 def _as_list(v: Any) -> list:

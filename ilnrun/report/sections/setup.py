@@ -4,6 +4,7 @@ paper is silent — the dataset's, the feature map's and the learners' own sente
 from __future__ import annotations
 
 from ...budget import derive
+from ...config.schema import data_lines
 from ...data import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
@@ -35,6 +36,7 @@ def render(r: ReportData) -> list[str]:
     ]
     for path, info in (cfg.get("inputs") or {}).items():
         L.append(f"- Input file `{path}`: {info['bytes']:,} bytes, SHA-256 `{info['sha256']}`.")
+    L += [f"- Data used: {line}." for line in data_lines(cfg)]
     L += [
         "- Feature map: " + ", ".join(f"{k} = {v}" for k, v in cfg["feature_map"].items()) + ".",
         f"- Budget convention `{b['match']}`; Doubly SGD's `k` ∈ {r.ks}. Derived sizes:",
