@@ -355,14 +355,31 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, name="ilnrun-parent-watchdog", daemon=True).start()
 
 
+_CONTROLLER: tuple[tuple[int, int], object] | None = None
+
+
+def one_thread():
+    """A context in which every native thread pool (BLAS, OpenMP) runs one thread.
+
+    Listing the loaded native libraries costs ~10 ms, so the list is kept and made again only
+    when the process has imported new modules since (which is when new libraries can appear):
+    entering the context then costs ~0.1 ms per cell."""
+    global _CONTROLLER
+    state = (os.getpid(), len(sys.modules))
+    if _CONTROLLER is None or _CONTROLLER[0] != state:
+        from threadpoolctl import ThreadpoolController
+
+        controller = ThreadpoolController()
+        _CONTROLLER = ((os.getpid(), len(sys.modules)), controller)
+    return _CONTROLLER[1].limit(limits=1)
+
+
 def worker_cell(cfg: dict, cell: Cell, watch_parent: bool = False) -> dict:
     """:func:`run_cell` in a worker: native thread pools pinned to one thread (as in-process);
     with ``watch_parent`` the worker exits when its parent dies."""
-    from threadpoolctl import threadpool_limits
-
     if watch_parent:
         _watch_parent()
-    with threadpool_limits(1):
+    with one_thread():
         return run_cell(cfg, cell)
 
 
@@ -371,12 +388,11 @@ def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) 
     Every cell runs with native thread pools pinned to one thread (bit-identical numbers for
     any ``jobs`` and backend)."""
     from joblib import Parallel, delayed, parallel_config
-    from threadpoolctl import threadpool_limits
 
     if not pending:
         return
     if jobs == 1 and backend == "loky":
-        with threadpool_limits(1):
+        with one_thread():
             for c in pending:
                 on_record(run_cell(cfg, c))
         return

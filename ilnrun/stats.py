@@ -2,8 +2,9 @@
 
 - 95% Student-t interval of a mean over ``n`` repetitions: half-width
   ``t_{0.975, n-1} s / sqrt(n)`` with ``s`` the sample standard deviation (``ddof = 1``);
-  ``t`` from ``scipy.stats.t``. Used by ``summary.csv``, the report's paired verdicts and the
-  figures' bands.
+  ``t`` from scipy's inverse Student-t distribution function (``scipy.special.stdtrit``, what
+  ``scipy.stats.t.ppf`` evaluates, without importing all of ``scipy.stats``). Used by
+  ``summary.csv``, the report's paired verdicts and the figures' bands.
 - Paired differences: all learners of a repetition see the same data, so a comparison of two
   learners uses the per-repetition differences ``a_r - b_r`` and the interval of their mean.
 - Verdict words: a difference is *significant* when its interval excludes 0.
@@ -13,14 +14,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from functools import cache
 
 import numpy as np
-from scipy.stats import t as student_t
 
 
+@cache
 def t975(df: int) -> float:
     """The Student-t 0.975 quantile with ``df`` degrees of freedom (NaN for ``df < 1``)."""
-    return float(student_t.ppf(0.975, df)) if df >= 1 else math.nan
+    if df < 1:
+        return math.nan
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.975))
 
 
 def mean_ci(values: Iterable[float]) -> dict[str, float]:
