@@ -32,7 +32,7 @@ are scaled as above.
 
 ``diabetes``: scikit-learn's bundled diabetes data (442 patients, 10 raw baseline variables, target
 a measure of disease progression one year later; Efron et al. 2004), loaded without a download
-(``pip install 'ilnrun[real]'``) and handled exactly like ``file``.
+(scikit-learn, a dependency of ilnrun) and handled exactly like ``file``.
 
 Problems with a file (missing, unreadable, missing or non-numeric columns, NaNs, too few rows)
 raise :class:`DataError` naming the dataset key; :func:`check` returns them as a list so that
@@ -449,7 +449,7 @@ def file(
     return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
 
 
-DIABETES_INSTALL = "pip install 'ilnrun[real]'"
+DIABETES_INSTALL = "pip install scikit-learn"
 
 
 def diabetes_table() -> Table:
@@ -765,7 +765,7 @@ DATASETS: dict[str, DatasetSpec] = {
                 "Data: scikit-learn's bundled diabetes set (Efron et al. 2004): 442 patients, "
                 "10 raw baseline variables (age, sex, bmi, bp, s1–s6), target a quantitative "
                 "measure of disease progression one year later; no download "
-                "(`pip install 'ilnrun[real]'`).",
+                "(scikit-learn ships it).",
                 *TABLE_CHOICES,
             ),
             check=_problems(_check_diabetes),

@@ -64,7 +64,7 @@ try:
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as exc:  # not installed, or older than 1.6 (no validate_data)
     raise ImportError(
-        f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'ilnrun[sklearn]' ({exc})"
+        f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'scikit-learn>=1.6' ({exc})"
     ) from exc
 
 from .features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap, build_feature_map

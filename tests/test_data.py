@@ -350,7 +350,7 @@ def test_diabetes_without_scikit_learn_exit_2(tmp_path, monkeypatch):
     monkeypatch.setattr(data.importlib.util, "find_spec", fake)
     res = _validate(tmp_path, {"kind": "diabetes"})
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert "dataset.kind" in res.output and "pip install 'ilnrun[real]'" in res.output
+    assert "dataset.kind" in res.output and "pip install scikit-learn" in res.output
 
 
 def test_list_shows_the_datasets():
