@@ -215,13 +215,17 @@ class ReLU(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        return SQRT2 * jnp.maximum(W @ x, 0.0)
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.maximum(tree_dot(W, x), 0.0)
 
     @classmethod
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        return SQRT2 * jnp.maximum(jnp.sum(X[inst, rows] * W, axis=-1), 0.0)
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.maximum(tree_dot(X[inst, rows], W), 0.0)
 
 
 class Fourier(FeatureMap):
@@ -303,13 +307,17 @@ class Fourier(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        return SQRT2 * jnp.cos(W[:, :-1] @ x + W[:, -1])
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.cos(tree_dot(W[:, :-1], x) + W[:, -1])
 
     @classmethod
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        return SQRT2 * jnp.cos(jnp.sum(X[inst, rows] * W[:, :-1], axis=-1) + W[:, -1])
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.cos(tree_dot(X[inst, rows], W[:, :-1]) + W[:, -1])
 
     def from_jax(self, W: np.ndarray) -> np.ndarray:
         return np.concatenate([W[:, : self.d], W[:, -1:]], axis=1)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..engines.jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
 from .doubly_sgd import RESCALE_BELOW
@@ -62,7 +63,7 @@ def round_given(st: tuple, T: int, fmap_cls, data: dict, cell: dict, c: dict, t,
     y_t = data["y"][inst, t]
     gamma = cell["etas"][t]
     valid = c["alive"] & (t < T)
-    f_t = c["s"] * jnp.dot(c["c"], fmap_cls.jax_point(x_t, c["W"]))
+    f_t = c["s"] * tree_dot(c["c"], fmap_cls.jax_point(x_t, c["W"]))
     loss = 0.5 * (f_t - y_t) ** 2
     div = ~(jnp.abs(f_t) <= DIVERGENCE_BOUND)
     update = valid & ~div

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..engines.jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
 
@@ -63,7 +64,7 @@ def step(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict, c: dic
     eta = cell["etas"][t]
     valid = c["alive"] & (t < T)
     z = fmap_cls.jax_point(data["X"][inst, t], c["W"]) * (1.0 / math.sqrt(r))
-    yhat = jnp.dot(c["beta"], z)
+    yhat = tree_dot(c["beta"], z)
     div = ~(jnp.abs(yhat) <= DIVERGENCE_BOUND)
     update = valid & ~div
     beta = c["beta"] * (1.0 - eta * cell["lam"]) if use_lam else c["beta"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ..engines.jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 
@@ -44,7 +45,7 @@ def step(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict, c: dic
     tt = jnp.minimum(t, T - 1)
     y_t = data["y"][inst, tt]
     valid = c["alive"] & (t < T)
-    yhat = jnp.dot(data["K"][inst, tt], c["alpha"])
+    yhat = tree_dot(data["K"][inst, tt], c["alpha"])
     div = ~(jnp.abs(yhat) <= DIVERGENCE_BOUND)
     update = valid & ~div
     a_t = cell["etas"][tt] * (y_t - yhat)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..engines.jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .shrinking_gradient import RESCALE_BELOW, average_weights
@@ -89,7 +90,7 @@ def round_given(st: tuple, T: int, fmap_cls, data: dict, cell: dict, c: dict, t,
     i = jnp.clip(jnp.searchsorted(c["cum"], keys, side="right"), 0, jnp.maximum(t - 1, 0))
     psi_i = fmap_cls.jax_pairs(X, inst, i, w)
     psi_t = fmap_cls.jax_point(X[inst, t], w)
-    dot = jnp.dot(jnp.sign(c["a"][i]) * psi_i, psi_t)
+    dot = tree_dot(jnp.sign(c["a"][i]) * psi_i, psi_t)
     E = jnp.where(has, c["s"] * c["total"] / m * dot, 0.0)
     loss = 0.5 * (E - y_t) ** 2
     div = ~(jnp.abs(E) <= DIVERGENCE_BOUND)
