@@ -28,7 +28,6 @@ from ilnrun.cli import main  # noqa: E402
 from ilnrun.engines import jax_env, jax_runner  # noqa: E402
 from ilnrun.features import FEATURE_MAPS  # noqa: E402
 from ilnrun.learners import LEARNERS  # noqa: E402
-from ilnrun.runner import evaluate, make_instance, plan_cell  # noqa: E402
 
 jax_env.setup()
 LEARNER = {name: spec for name, spec in LEARNERS.items()}
@@ -96,14 +95,19 @@ def test_kernel_ogd_equals_numpy():
     assert res.counters == ref.counters
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.05])
-def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam):
+def _map(kind: str, d):
+    if kind == "fourier":
+        return FEATURE_MAPS[kind](d.X_train.shape[1], sigma=1.5)
+    return FEATURE_MAPS[kind](d.X_train.shape[1])
+
+
+@pytest.mark.parametrize(("lam", "kind"), [(0.0, "coordinate"), (0.05, "relu"), (0.0, "fourier")])
+def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam, kind):
     d = make_data(T=50)
-    fmap = _coordinate(d)
+    fmap = _map(kind, d)
     args = {"eta": 0.5, "r": 37, "lam": lam, "schedule": "inv_sqrt"}
-    rec = Recorder(3)
-    ref = FR.fit(d.X_train, d.y_train, fmap, rec, **args)
-    (W,) = [out for _, out in rec.calls]
+    ref = FR.fit(d.X_train, d.y_train, fmap, np.random.default_rng(3), **args)
+    W = ref.predictor.W  # the drawn features (no padding here: the layouts agree)
     mod = FR.engine("jax")
     st, T = mod.static(args), len(d.y_train)
     data, cell = _data_dict(d, fmap), _cell(mod, args, T)
@@ -253,11 +257,107 @@ def test_engines_agree_in_distribution(which):
     ]
     keys = np.stack([np.random.SeedSequence(1000 + s).generate_state(2) for s in range(SEEDS)])
     new = _batch(spec, args, d, fmap, keys)
-    assert all(r.counters == n.counters for r, n in zip(ref, new)) or spec is SG
+    assert all(r.counters == n.counters for r, n in zip(ref, new, strict=True)) or spec is SG
     a, b = stats(ref), stats(new)
-    for name, x, y in zip(("online loss", "test loss", "shrinks"), a, b):
+    for name, x, y in zip(("online loss", "test loss", "shrinks"), a, b, strict=True):
         assert _z(x, y) < 4, (name, x.mean(), y.mean())
     if which == "sg_shrinks":
         assert a[2].mean() > 0 and b[2].mean() > 0  # the shrink count is really compared
     if spec is SG:  # counters depend only on the rounds that drew: all but the first here
         assert {r.counters["train_evals"] for r in ref} == {n.counters["train_evals"] for n in new}
+
+
+# ---- end to end: ilnrun run --engine jax --------------------------------------------------------
+
+
+def _run(cfg_path: Path, out: Path, *extra: str):
+    return CliRunner().invoke(main, ["run", str(cfg_path), "--out", str(out), "-q", *extra])
+
+
+def _runs(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "runs.csv")
+    return df.drop(columns=["wall_s", "eval_s"])
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("jaxrun")
+    cfg = tiny_config(**{"dataset.D": [20, 40], "methods.fixed_random.eta": [0.3, 60.0]})
+    cfg_path = write_config(d / "tiny.yaml", cfg)
+    res = _run(cfg_path, d / "a", "--engine", "jax", "--jobs", "1")
+    assert res.exit_code == 0, res.output
+    return cfg_path, d / "a"
+
+
+def test_run_twice_gives_identical_tables(jax_run, tmp_path):
+    cfg_path, a = jax_run
+    assert _run(cfg_path, tmp_path / "b", "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(tmp_path / "b"), check_exact=True)
+    runs = _runs(a)
+    assert set(runs["engine"]) == {"jax"}
+    assert json.loads((a / "meta.json").read_text())["engine"] == "jax"
+    assert "device" in json.loads((a / "meta.json").read_text())
+    # counters follow the budget formulas, as with numpy
+    for name, spec in LEARNERS.items():
+        if spec.budget is None:
+            continue
+        r = runs[(runs["method"] == name) & ~runs["diverged"]].iloc[0]
+        for key, value in spec.budget.expected(int(r[spec.budget.name]), 30).items():
+            assert r[key] == value, (name, key)
+
+
+def test_diverging_setting_is_marked(jax_run):
+    runs = _runs(jax_run[1])
+    bad = runs[(runs["method"] == "fixed_random") & (runs["eta"] == 60.0)]
+    assert len(bad) and bad["diverged"].all()
+    assert (bad["rounds"] < 30).all() and np.isinf(bad["test_loss"]).all()
+    assert not runs[runs["eta"] != 60.0]["diverged"].any()
+
+
+def test_resume_and_engine_is_a_config_change(jax_run, tmp_path):
+    cfg_path, a = jax_run
+    out = tmp_path / "c"
+    assert _run(cfg_path, out, "--engine", "jax").exit_code == 0
+    log = out / "cells.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:10]))
+    assert _run(cfg_path, out, "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(out), check_exact=True)
+    res = _run(cfg_path, out)  # numpy into the jax directory: refused
+    assert res.exit_code == 2
+    assert "engine" in res.output
+
+
+def test_time_limit_stops_a_batch_between_chunks(tmp_path):
+    cfg = tiny_config(
+        **{
+            "dataset.T": 300,
+            "dataset.D": 10,
+            "repetitions": 1,
+            "methods": {"kernel_ogd": {"eta": 0.3}},
+            "limits": {"cell_timeout_s": 1e-9},
+        }
+    )
+    out = tmp_path / "t"
+    assert _run(write_config(tmp_path / "t.yaml", cfg), out, "--engine", "jax").exit_code == 0
+    runs = _runs(out)
+    assert runs["timed_out"].all() and (runs["rounds"] == jax_runner.TIMEOUT_CHUNK).all()
+
+
+@pytest.mark.parametrize("kind", ["relu", "fourier"])
+def test_other_feature_maps_run(kind, tmp_path):
+    fm = {"kind": kind} if kind == "relu" else {"kind": kind, "sigma": 2.0}
+    cfg = tiny_config(**{"dataset.D": [5, 9], "repetitions": 1, "feature_map": fm})
+    out = tmp_path / kind
+    assert _run(write_config(tmp_path / "f.yaml", cfg), out, "--engine", "jax").exit_code == 0
+    runs = _runs(out)
+    assert not runs["diverged"].any() and np.isfinite(runs["test_loss"]).all()
+
+
+def test_engine_jax_without_jax_is_a_clear_error(monkeypatch, config_file, tmp_path):
+    import ilnrun.engines
+
+    monkeypatch.setattr(ilnrun.engines, "jax_available", lambda: False)
+    res = _run(config_file, tmp_path / "x", "--engine", "jax")
+    assert res.exit_code == 2
+    assert "pip install 'ilnrun[jax]'" in res.output and "Traceback" not in res.output
