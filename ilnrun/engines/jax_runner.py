@@ -16,8 +16,9 @@ How a run proceeds:
    programs are kept in the persistent compilation cache (:mod:`ilnrun.engines.jax_env`), so a
    second run compiles nothing.
 3. **Batches.** A shape's cells are split into batches that fit the memory budget (the spec's
-   ``memory`` estimate per cell; ``$ILNRUN_JAX_MEMORY_MB``, default 1024 MiB), padded to a
-   multiple of ``BATCH_QUANTUM`` cells with copies whose results are dropped. A batch is
+   ``memory`` estimate per cell; ``$ILNRUN_JAX_MEMORY_MB``, default 1024 MiB), padded with
+   copies whose results are dropped to a multiple of ``BATCH_QUANTUM`` cells and to the size a
+   full wave would give (so a smaller last wave compiles nothing new). A batch is
    ``vmap`` over its cells of the learner's round, ``lax.scan`` over the rounds. Each cell's
    randomness comes from its own key (the first 64 bits of the first child of the cell's
    :func:`~ilnrun.config.grid.seed_sequence`, as numpy's ``fit`` seed), folded with the round:
@@ -221,17 +222,22 @@ def execute_jax(cfg: dict, pending: list[Cell], on_record, memory: int | None = 
             data_bytes = sum(a.nbytes for a in (data["X"], data["y"], data.get("K", data["y"])))
             cap = max(1, (budget - data_bytes) // per_cell)
             cap = max(BATCH_QUANTUM, cap - cap % BATCH_QUANTUM)
+            # as many cells as a full wave would hold: a smaller last wave reuses the program
+            full = len(members) * n_inst / len(wave.instances)
+            cap = min(cap, BATCH_QUANTUM * math.ceil(full / BATCH_QUANTUM))
             for b0 in range(0, len(members), cap):
                 batch = members[b0 : b0 + cap]
-                _run_members(cfg, batch, index, st, T, width, data, jaxmod, limit, on_record)
+                args = (index, st, T, width, data, jaxmod, limit, cap)
+                _run_members(cfg, batch, *args, on_record)
 
 
-def _run_members(cfg, batch, index, st, T, width, data, jaxmod, limit, on_record) -> None:
-    """Run one batch of ``(cell, instance, plan, module)`` and record every cell."""
+def _run_members(cfg, batch, index, st, T, width, data, jaxmod, limit, size, on_record) -> None:
+    """Run one batch of ``(cell, instance, plan, module)``, padded to ``size`` cells, and record
+    every cell."""
     from threadpoolctl import threadpool_limits
 
     n = len(batch)
-    padded = BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM)
+    padded = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
     rows = batch + [batch[0]] * (padded - n)
     ins = [jaxmod.inputs(plan[3], T) for _, _, plan, _ in rows]
     cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
