@@ -564,7 +564,9 @@ def jax_section(R: dict) -> list[str]:
         base = f1.get("numpy", (R.get("figure1") or {}).get("wall_s"))
         L += [
             "",
-            "`ilnrun run configs/figure1.yaml` end to end (9,600 cells, evaluation included):",
+            "`ilnrun run configs/figure1.yaml` end to end (evaluation included"
+            + ("; --quick: D = 550 and 800, one repetition" if "numpy" in f1 else "")
+            + "):",
             "",
             "| engine | wall (s) | ratio to numpy |",
             "|---|---:|---:|",
@@ -867,7 +869,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.only_jax:
-            R["figure1"] = None if args.skip_figure1 else bench_figure1_run(tmp, args.jobs)
+            skip = args.skip_figure1 or q  # --quick runs a reduced figure1 in bench_jax
+            R["figure1"] = None if skip else bench_figure1_run(tmp, args.jobs)
             R["jax"] = bench_jax(tmp, q, args.jobs, not args.skip_figure1)
             print("\n".join(jax_section(R)))
             return
