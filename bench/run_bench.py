@@ -22,8 +22,13 @@ What is measured (wall-clock seconds from ``time.perf_counter`` unless stated; t
    (T=10 000, m=1 000).
 6. ``configs/figure1.yaml``: per-cell train / evaluation time of each learner (one D, one
    repetition, in process) and the wall time of ``ilnrun run configs/figure1.yaml --jobs N``.
+7. The jax engine (when jax is installed), on whatever device jax finds: Shrinking Gradient
+   samples per second for one cell and for lockstep batches against the numpy engine in the same
+   run, and ``ilnrun run configs/figure1.yaml --engine jax`` end to end with a cold compilation
+   cache (an empty temporary one) and a warm one (the same again).
 
-Usage: ``python bench/run_bench.py [--quick] [--jobs 2] [--skip-figure1] [--out PATH]``.
+Usage: ``python bench/run_bench.py [--quick] [--jobs 2] [--skip-figure1] [--skip-jax]
+[--only-jax] [--out PATH]``.
 ``--quick`` shrinks every size (a smoke test of the script, not a measurement).
 """
 
@@ -150,7 +155,9 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     return diff, se, diff / se if se > 0 else math.nan
 
 
-def run_cli(cfg: dict, out: Path, jobs: int = 1) -> tuple[float, float]:
+def run_cli(
+    cfg: dict, out: Path, jobs: int = 1, engine: str = "numpy", env: dict | None = None
+) -> tuple[float, float]:
     """``ilnrun run`` on ``cfg`` into ``out``; returns (wall seconds, CPU seconds of the
     command and its workers)."""
     path = out.with_suffix(".yaml")
@@ -170,8 +177,11 @@ def run_cli(cfg: dict, out: Path, jobs: int = 1) -> tuple[float, float]:
             str(jobs),
             "--fresh",
             "--quiet",
+            "--engine",
+            engine,
         ],
         check=True,
+        env=None if env is None else {**os.environ, **env},
     )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -443,6 +453,140 @@ def bench_figure1_run(tmp: Path, jobs: int) -> dict:
     return dict(wall_s=wall, cpu_s=cpu_s, cells=n, jobs=jobs, steal=cpu.steal_share())
 
 
+def jax_sg_batch(X: np.ndarray, y: np.ndarray, m: int, cells: int) -> tuple[float, float, int]:
+    """SG on the jax engine: ``cells`` cells (different keys) of one dataset in one lockstep
+    batch. Returns (seconds of the first call, compilation included; best of 2 further calls;
+    samples drawn per call)."""
+    from ilnrun.engines import jax_runner
+    from ilnrun.learners import shrinking_gradient_jax as sgj
+
+    T = len(y)
+    args = {"eta": ETA, "schedule": SCHEDULE, "m": m, "B": 1.0}
+    fmap = Coordinate(X.shape[1])
+    data = {"X": X[None], "y": y[None], "fmap": {"d": np.array([X.shape[1]])}}
+    ins = sgj.inputs(args, T)
+    batch = {k: np.stack([v] * cells) for k, v in ins.items()}
+    batch.update(
+        inst=np.zeros(cells, dtype=np.int64),
+        key=np.stack([np.random.SeedSequence(i).generate_state(2) for i in range(cells)]),
+    )
+    st = sgj.static(args)
+    times, samples = [], 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        outs = jax_runner.run_batch(sgj, st, T, X.shape[1], Coordinate, data, batch)
+        times.append(time.perf_counter() - t0)
+        samples = sum(int(o["draws"]) * m for o in outs)
+    del fmap
+    return times[0], min(times[1:]), samples
+
+
+def bench_jax(tmp: Path, quick: bool, jobs: int, figure1: bool) -> dict:
+    """Section 7: the jax engine against numpy on this machine's jax device."""
+    from ilnrun.engines import jax_env
+
+    dev = jax_env.device()
+    gpu = not dev.startswith("cpu")
+    if quick:
+        sizes = [(500, 100, 1), (500, 100, 8)]
+    elif gpu:  # the issue's sizes
+        sizes = [(20_000, 10_000, 1), (20_000, 10_000, 16), (200, 808, 2_000), (100_000, 50_000, 1)]
+    else:  # a CPU: sizes that finish in seconds
+        sizes = [(5_000, 1_000, 1), (5_000, 1_000, 16), (200, 808, 600)]
+    rows = []
+    for T, m, cells in sizes:
+        d = data(T)
+        X, y = d.X_train, d.y_train
+        t_np, res = best_of(lambda X=X, y=y, m=m: sg_fit(X, y, m), 1)
+        cold, warm, samples = jax_sg_batch(X, y, m, cells)
+        np_rate = res.counters["features_sampled"] / t_np
+        rows.append(
+            dict(
+                T=T,
+                m=m,
+                cells=cells,
+                numpy_s=t_np,
+                numpy_rate=np_rate,
+                jax_cold_s=cold,
+                jax_s=warm,
+                jax_rate=samples / warm,
+            )
+        )
+        print(
+            f"  jax SG T={T} m={m} cells={cells}: {samples / warm / 1e6:.1f} M samples/s "
+            f"(numpy one cell {np_rate / 1e6:.1f} M/s)",
+            flush=True,
+        )
+    out = {"device": dev, "gpu": gpu, "sg": rows}
+    if figure1:
+        cfg = C.load(ROOT / "configs" / "figure1.yaml")
+        if quick:
+            cfg["dataset"]["D"], cfg["repetitions"] = [550, 800], 1
+        cache = {"ILNRUN_JAX_CACHE": str(tmp / "jax-cache")}
+        runs = {}
+        if quick:  # the numpy run of the same (reduced) config, for the ratio
+            runs["numpy"] = run_cli(cfg, tmp / "f1-numpy", jobs=jobs)[0]
+        runs["jax_cold"] = run_cli(cfg, tmp / "f1-jax", engine="jax", env=cache)[0]
+        runs["jax_warm"] = run_cli(cfg, tmp / "f1-jax", engine="jax", env=cache)[0]
+        out["figure1"] = runs
+        print(
+            f"  figure1 --engine jax: cold {runs['jax_cold']:.1f} s, warm {runs['jax_warm']:.1f} s",
+            flush=True,
+        )
+    return out
+
+
+def jax_section(R: dict) -> list[str]:
+    """The report's section 7."""
+    J = R["jax"]
+    L = [
+        "",
+        "## 7. The jax engine",
+        "",
+        f"Device: **{J['device']}**. Shrinking Gradient (coordinate features, D = {D}) on the "
+        "jax engine: one lockstep batch of `cells` cells of the same dataset, different keys; "
+        "*first call* includes compiling the program (an empty in-process cache; the persistent "
+        "cache may hold it from an earlier run), *warm* is the best of two further calls. numpy "
+        "is one cell of the numpy engine in the same process (`fit`), for the same T and m.",
+        "",
+        "| T | m | cells | numpy one cell (s) | numpy samples/s | jax first call (s) | "
+        "jax warm (s) | jax samples/s | jax / numpy |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in J["sg"]:
+        L.append(
+            f"| {r['T']:,} | {r['m']:,} | {r['cells']:,} | {r['numpy_s']:.2f} | "
+            f"{r['numpy_rate'] / 1e6:.1f} M | {r['jax_cold_s']:.2f} | {r['jax_s']:.3f} | "
+            f"{r['jax_rate'] / 1e6:.1f} M | ×{r['jax_rate'] / r['numpy_rate']:.2f} |"
+        )
+    f1 = J.get("figure1")
+    if f1:
+        base = f1.get("numpy", (R.get("figure1") or {}).get("wall_s"))
+        L += [
+            "",
+            "`ilnrun run configs/figure1.yaml` end to end (evaluation included"
+            + ("; --quick: D = 550 and 800, one repetition" if "numpy" in f1 else "")
+            + "):",
+            "",
+            "| engine | wall (s) | ratio to numpy |",
+            "|---|---:|---:|",
+        ]
+        if base:
+            L.append(f"| numpy | {base:.1f} | 1 |")
+        for k, label in (("jax_cold", "jax, cold compilation cache"), ("jax_warm", "jax, warm")):
+            ratio = f"×{f1[k] / base:.2f}" if base else ""
+            L.append(f"| {label} | {f1[k]:.1f} | {ratio} |")
+    if not J["gpu"]:
+        L += [
+            "",
+            "No GPU on this machine: the issue's GPU targets (figure1 ≤ 10 s warm / ≤ 40 s "
+            "cold; SG ≥ 5·10⁹ samples/s in batches and ≥ 10⁹ for one cell at T = 20,000, "
+            "m = 10,000; a T = 100,000, m = 50,000 cell ≤ 5 s) are **not measured here**; on a "
+            "GPU this section measures them with the issue's sizes.",
+        ]
+    return L
+
+
 # ----------------------------------------------------------------------------------------------
 # report
 
@@ -660,6 +804,8 @@ def write_report(path: Path, R: dict) -> None:
                 for m, r in cells.iterrows()
             ],
         ]
+    if R.get("jax"):
+        L += jax_section(R)
     L += ["", "## Notes", "", *NOTES, ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(L))
@@ -696,12 +842,24 @@ NOTES = [
 # ----------------------------------------------------------------------------------------------
 
 
+def _has_jax() -> bool:
+    from ilnrun.engines import jax_available
+
+    return jax_available()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test only")
     ap.add_argument("--jobs", type=int, default=2, help="workers for the figure1 run")
     ap.add_argument("--repeat", type=int, default=2, help="repeats of each timed run")
     ap.add_argument("--skip-figure1", action="store_true", help="skip the figure1 run")
+    ap.add_argument("--skip-jax", action="store_true", help="skip the jax engine (section 7)")
+    ap.add_argument(
+        "--only-jax",
+        action="store_true",
+        help="only section 7 (and figure1 with numpy); prints it, writes no report",
+    )
     ap.add_argument("--out", default=str(ROOT / "experiments" / "performance" / "REPORT.md"))
     args = ap.parse_args()
     q = args.quick
@@ -710,6 +868,12 @@ def main() -> None:
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        if args.only_jax:
+            skip = args.skip_figure1 or q  # --quick runs a reduced figure1 in bench_jax
+            R["figure1"] = None if skip else bench_figure1_run(tmp, args.jobs)
+            R["jax"] = bench_jax(tmp, q, args.jobs, not args.skip_figure1)
+            print("\n".join(jax_section(R)))
+            return
         print("1. SG against the roofline", flush=True)
         R["roofline"] = bench_roofline(
             [(2_000, 100)] if q else [(20_000, 1_000), (20_000, 10_000)], args.repeat
@@ -737,6 +901,9 @@ def main() -> None:
             print("5. figure1", flush=True)
             R["figure1_cells"] = bench_figure1_cells(1 if q else args.repeat)
             R["figure1"] = bench_figure1_run(tmp, args.jobs)
+        if not args.skip_jax and _has_jax():
+            print("7. the jax engine", flush=True)
+            R["jax"] = bench_jax(tmp, q, args.jobs, not args.skip_figure1)
     R["steal"] = steal.steal_share()
     R["env"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     R["env"]["bench_wall_s"] = f"{time.perf_counter() - t_start:.0f}"

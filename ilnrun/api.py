@@ -45,6 +45,7 @@ def run_experiment(
     fresh: bool = False,
     backend: str = "loky",
     scheduler: str | None = None,
+    engine: str | None = None,
 ) -> Results:
     """Run every cell of ``config`` and return its tables.
 
@@ -54,12 +55,15 @@ def run_experiment(
     (and resumed when it holds the same config, as ``ilnrun run`` does; ``fresh`` discards it);
     without, the run goes to a temporary directory that is removed afterwards. ``jobs``,
     ``backend`` (``loky`` or ``dask``) and ``scheduler`` (a dask address; a local cluster when
-    omitted) are the command's options; ``quiet=False`` shows progress on stderr.
+    omitted) are the command's options; ``quiet=False`` shows progress on stderr; ``engine``
+    (``numpy`` or ``jax``), when given, replaces the config's ``engine`` as ``--engine`` does.
 
     Raises :class:`~ilnrun.config.ConfigError` for an invalid config,
     :class:`~ilnrun.overrides.OverrideError` for a malformed override and
     :class:`~ilnrun.experiment.RunDirError` for an unusable directory.
     """
+    if engine is not None:
+        overrides = [*overrides, f"engine={engine}"]
     cfg = load_config(config, overrides)
     config_path = None if isinstance(config, dict) else str(config)
     kw = dict(

@@ -98,6 +98,13 @@ def main() -> None:
     metavar="ADDRESS",
     help="dask scheduler address (with --backend dask); a local cluster if omitted.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["numpy", "jax"]),
+    default=None,
+    help="Implementation of the learners (default: the config's `engine`, else numpy); jax runs "
+    "cells in lockstep batches on CPU or GPU (pip install 'ilnrun[jax]' or 'ilnrun[gpu]').",
+)
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @_SET
@@ -107,6 +114,7 @@ def run(
     jobs: int,
     backend: str,
     scheduler: str | None,
+    engine: str | None,
     fresh: bool,
     quiet: bool,
     overrides: tuple[str, ...],
@@ -117,6 +125,22 @@ def run(
     from .experiment import RunDirError, RunInterrupted
 
     cfg = _load(config_path, overrides)
+    if engine is not None:  # the command line wins over the config
+        cfg["engine"] = engine
+    if cfg.get("engine") == "jax":
+        from .engines import jax_available
+
+        if not jax_available():
+            _fail(
+                "--engine jax needs JAX, which is not installed: pip install 'ilnrun[jax]' "
+                "(CPU) or 'ilnrun[gpu]' (CUDA 12), or run with --engine numpy"
+            )
+        if backend != "loky" or jobs > 1:
+            click.echo(
+                "note: the jax engine runs its batches in this process (--jobs and --backend "
+                "do not apply)",
+                err=True,
+            )
     if scheduler and backend != "dask":
         _fail("--scheduler needs --backend dask")
     cpus = _cpus()
@@ -139,6 +163,7 @@ def run(
         _fail(str(exc))
     except RunInterrupted as exc:
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
+        again += ["--engine", engine] if engine else []
         again += ["--backend", backend] if backend != "loky" else []
         again += ["--scheduler", scheduler] if scheduler else []
         click.echo(

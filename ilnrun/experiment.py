@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from . import config as C
+from .engines import DEFAULT_ENGINE, engine_of
 from .results import (
     CELL_LOG,
     MANIFEST,
@@ -121,8 +122,13 @@ def _short(v: object, width: int = 60) -> str:
 
 
 def _numbers_part(cfg: dict) -> dict:
-    """The config without its free-text ``description`` (which changes no number)."""
-    return {k: v for k, v in cfg.items() if k != "description"}
+    """The config without its free-text ``description`` (which changes no number); the default
+    ``engine: numpy`` is left out, so results written before the key existed still resume."""
+    return {
+        k: v
+        for k, v in cfg.items()
+        if k != "description" and not (k == "engine" and v == DEFAULT_ENGINE)
+    }
 
 
 def check_files(out: Path) -> None:
@@ -327,7 +333,14 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "git_commit": _git_commit(),
         "versions": _versions(),
         "platform": platform.platform(),
+        "engine": engine_of(cfg),
     }
+    if engine_of(cfg) == "jax":
+        from .engines.jax_env import device
+
+        meta["device"] = device()
+        if not quiet:
+            print(f"engine jax on {meta['device']}", file=sys.stderr)
     if first_start is not None:
         meta["first_start"] = first_start
     write_atomic(meta_path, json.dumps(meta, indent=2))

@@ -87,6 +87,36 @@ class FeatureMap(ABC):
         """Parameters that define this map (written to the resolved config / report)."""
         return {"kind": self.name}
 
+    # --- jax twin (the jax engine, ilnrun.engines.jax_runner) -----------------------------------
+    # The same mu and psi on jax arrays, for inputs zero-padded to ``width >= d`` columns so that
+    # data of different dimensions share one compiled program. ``p`` holds this instance's
+    # numbers (:meth:`jax_params`), traced: ``p["d"]`` the true dimension, plus map parameters.
+    # ``X`` in :meth:`jax_pairs` is the stack of every instance's padded training inputs
+    # ``(instances, T, width)``, indexed without copying a cell's rows.
+
+    def jax_params(self) -> dict[str, float]:
+        """This instance's traced numbers for the jax twin: the true dimension ``d``."""
+        return {"d": self.d}
+
+    @classmethod
+    def jax_sample(cls, key, n: int, width: int, p: dict):
+        """``n`` iid draws ``w ~ mu`` for inputs padded to ``width`` columns (jax)."""
+        raise NotImplementedError(f"feature map {cls.name!r} has no jax twin")
+
+    @classmethod
+    def jax_point(cls, x, W):
+        """``v[j] = psi(x; W[j])`` (jax)."""
+        raise NotImplementedError(f"feature map {cls.name!r} has no jax twin")
+
+    @classmethod
+    def jax_pairs(cls, X, inst, rows, W):
+        """``v[j] = psi(X[inst, rows[j]]; W[j])`` (jax)."""
+        raise NotImplementedError(f"feature map {cls.name!r} has no jax twin")
+
+    def from_jax(self, W: np.ndarray) -> np.ndarray:
+        """Parameters drawn by :meth:`jax_sample` in this map's numpy layout (padding removed)."""
+        return W[:, : self.d]
+
 
 class Coordinate(FeatureMap):
     """Coordinate sampling (ILN paper Section 6): ``w ~ Uniform{0..D-1}``, ``psi(x; w) = x[w]``.
@@ -124,6 +154,23 @@ class Coordinate(FeatureMap):
     def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         return (X1 @ X2.T) / self.d
 
+    @classmethod
+    def jax_sample(cls, key, n: int, width: int, p: dict):
+        import jax
+
+        return jax.random.randint(key, (n,), 0, p["d"])
+
+    @classmethod
+    def jax_point(cls, x, W):
+        return x[W]
+
+    @classmethod
+    def jax_pairs(cls, X, inst, rows, W):
+        return X[inst, rows, W]
+
+    def from_jax(self, W: np.ndarray) -> np.ndarray:
+        return np.asarray(W, dtype=np.int64)
+
 
 class ReLU(FeatureMap):
     """An infinite layer of ReLU units: ``w ~ N(0, I_d)``, ``psi(x; w) = sqrt(2) max(0, w . x)``.
@@ -155,6 +202,30 @@ class ReLU(FeatureMap):
             cos = np.where(norms > 0, (X1 @ X2.T) / norms, 1.0)
         theta = np.arccos(np.clip(cos, -1.0, 1.0))
         return norms * (np.sin(theta) + (np.pi - theta) * np.cos(theta)) / np.pi
+
+    @classmethod
+    def jax_sample(cls, key, n: int, width: int, p: dict):
+        """``N(0, I_d)`` in the first ``d`` columns, zero in the padding."""
+        import jax
+        import jax.numpy as jnp
+
+        return jax.random.normal(key, (n, width)) * (jnp.arange(width) < p["d"])
+
+    @classmethod
+    def jax_point(cls, x, W):
+        import jax.numpy as jnp
+
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.maximum(tree_dot(W, x), 0.0)
+
+    @classmethod
+    def jax_pairs(cls, X, inst, rows, W):
+        import jax.numpy as jnp
+
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.maximum(tree_dot(X[inst, rows], W), 0.0)
 
 
 class Fourier(FeatureMap):
@@ -216,6 +287,40 @@ class Fourier(FeatureMap):
 
     def describe(self) -> dict:
         return {"kind": self.name, "sigma": self.sigma, "sigma_rule": self.sigma_rule}
+
+    def jax_params(self) -> dict[str, float]:
+        return {"d": self.d, "sigma": self.sigma}
+
+    @classmethod
+    def jax_sample(cls, key, n: int, width: int, p: dict):
+        """``(n, width + 1)``: ``N(0, sigma^-2 I_d)`` in the first ``d`` columns (zero in the
+        padding), the phase ``b ~ U[0, 2 pi)`` in the last."""
+        import jax
+        import jax.numpy as jnp
+
+        kw, kb = jax.random.split(key)
+        w = jax.random.normal(kw, (n, width)) / p["sigma"] * (jnp.arange(width) < p["d"])
+        b = jax.random.uniform(kb, (n, 1), minval=0.0, maxval=2.0 * np.pi)
+        return jnp.concatenate([w, b], axis=1)
+
+    @classmethod
+    def jax_point(cls, x, W):
+        import jax.numpy as jnp
+
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.cos(tree_dot(W[:, :-1], x) + W[:, -1])
+
+    @classmethod
+    def jax_pairs(cls, X, inst, rows, W):
+        import jax.numpy as jnp
+
+        from .engines.jax_ops import tree_dot
+
+        return SQRT2 * jnp.cos(tree_dot(X[inst, rows], W[:, :-1]) + W[:, -1])
+
+    def from_jax(self, W: np.ndarray) -> np.ndarray:
+        return np.concatenate([W[:, : self.d], W[:, -1:]], axis=1)
 
     @classmethod
     def from_config(cls, spec: dict, X_train: np.ndarray) -> Fourier:

@@ -39,6 +39,7 @@ from .budget import derive
 from .config import Cell, digest, record_digest
 from .config.grid import seed_sequence
 from .data import Dataset, build_dataset
+from .engines import engine_of
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, size_columns
 from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec, new_counters
@@ -73,13 +74,17 @@ def instance(cfg: dict, cell: Cell) -> Instance:
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    rng = np.random.default_rng(seed_sequence(cfg["seed"], cell.data_key))
-    data = build_dataset(cell.data, rng, cfg["feature_map"])
-    inst = Instance(data, build_feature_map(cfg["feature_map"], data.X_train))
-    _CACHE[key] = inst
+    inst = _CACHE[key] = make_instance(cfg, cell)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return inst
+
+
+def make_instance(cfg: dict, cell: Cell) -> Instance:
+    """Build the dataset instance of ``cell`` and its feature map (no cache)."""
+    rng = np.random.default_rng(seed_sequence(cfg["seed"], cell.data_key))
+    data = build_dataset(cell.data, rng, cfg["feature_map"])
+    return Instance(data, build_feature_map(cfg["feature_map"], data.X_train))
 
 
 def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
@@ -185,11 +190,7 @@ def diagnostics(
 def run_cell(cfg: dict, cell: Cell) -> dict:
     """Run one cell: build (or reuse) its data, fit its learner, evaluate; return a record."""
     inst = instance(cfg, cell)
-    spec = LEARNERS[cell.method]
-    T = len(inst.data.y_train)
-    budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
-    size = budget.size(spec.budget.name) if budget is not None else None
-    args = spec.fit_arguments(cell.hyper, size, T)
+    spec, T, budget, args = plan_cell(cfg, cell, inst)
     fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
     limit = cfg["limits"]["cell_timeout_s"]
     t0 = perf_counter()
@@ -204,14 +205,42 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
         **args,
         **deadline,
     )
-    res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
     wall = perf_counter() - t0
+    return finish_cell(cfg, cell, inst, (spec, T, budget, args), res, reason, wall, eval_ss)
+
+
+def plan_cell(cfg: dict, cell: Cell, inst: Instance) -> tuple:
+    """``(spec, T, budget, args)``: the cell's learner, rounds, matched budget (or ``None``) and
+    ``fit`` keywords."""
+    spec = LEARNERS[cell.method]
+    T = len(inst.data.y_train)
+    budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
+    size = budget.size(spec.budget.name) if budget is not None else None
+    return spec, T, budget, spec.fit_arguments(cell.hyper, size, T)
+
+
+def finish_cell(
+    cfg: dict,
+    cell: Cell,
+    inst: Instance,
+    plan: tuple,
+    res: FitResult | None,
+    reason: str | None,
+    wall: float,
+    eval_ss: np.random.SeedSequence,
+) -> dict:
+    """Evaluate a finished pass (``res``; ``None`` with ``reason`` when it raised) and build the
+    cell's record: its row of ``runs.csv``, its learning curve and its digest. Shared by every
+    engine (the evaluation is numpy's, on the returned predictors)."""
+    spec, T, budget, args = plan
+    t0 = perf_counter()
+    res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
     ev = None
     if reason is None:
         eval_rng = np.random.default_rng(eval_ss)
         ev, reason = _guarded("evaluation", evaluate, res, inst, cfg["evaluation"], eval_rng)
     ev = ev or evaluate(replace(res, diverged=True), inst, cfg["evaluation"], None)
-    eval_s = perf_counter() - t0 - wall
+    eval_s = perf_counter() - t0
 
     row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
@@ -219,6 +248,7 @@ def run_cell(cfg: dict, cell: Cell) -> dict:
     row.update(
         repetition=cell.rep,
         seed=cfg["seed"],
+        engine=engine_of(cfg),
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
     row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
@@ -391,6 +421,10 @@ def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) 
 
     if not pending:
         return
+    if engine_of(cfg) == "jax":  # lockstep batches in this process (ilnrun.engines)
+        from .engines.jax_runner import execute_jax
+
+        return execute_jax(cfg, pending, on_record)
     if jobs == 1 and backend == "loky":
         with one_thread():
             for c in pending:

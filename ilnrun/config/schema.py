@@ -21,6 +21,7 @@ import yaml
 
 from ..budget import MATCHES, derive
 from ..data import DATASETS, DataError, build_dataset, check
+from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
 from ..params import (
@@ -139,6 +140,15 @@ LIMITS_PARAMS = (
         special=(None,),
     ),
 )
+ENGINE = Param(
+    "engine",
+    "str",
+    "numpy",
+    "implementation of the learners: 'numpy' (reference) or 'jax' (lockstep batches on CPU or "
+    "GPU; pip install 'ilnrun[jax]'); equal in distribution, not bit for bit",
+    choices=ENGINES,
+    listable=False,
+)
 TOP_LEVEL = (
     "name",
     "description",
@@ -150,6 +160,7 @@ TOP_LEVEL = (
     "evaluation",
     "methods",
     "limits",
+    "engine",
 )
 # written into the resolved config (never read from a user's file: recomputed on every load)
 DERIVED = ("inputs", "data_used")
@@ -262,6 +273,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
+    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", "numpy"), "engine", problems)
     methods = raw.get("methods")
     cfg["methods"] = {}
     if methods is None:

@@ -241,6 +241,9 @@ class LearnerSpec:
       ``ilnrun validate``; ``curve(res, t)`` extra learning-curve columns; ``memory(size, T,
       w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
       feature parameter (the estimate ``ilnrun validate`` checks against the machine).
+    - ``engines``: other implementations of the same pass, by engine name: the module (a
+      sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
+      imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
     """
 
     name: str
@@ -261,6 +264,15 @@ class LearnerSpec:
     curve: Callable[[FitResult, np.ndarray], dict] | None = None
     memory: Callable[[int, int, int], int] | None = None
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
+    engines: dict[str, str] = field(default_factory=dict)
+
+    def engine(self, name: str):
+        """The module implementing this learner on engine ``name`` (imported on first use), or
+        ``None`` when the learner has none for that engine."""
+        import importlib
+
+        module = self.engines.get(name)
+        return None if module is None else importlib.import_module(module, __package__)
 
     def takes_budget(self, h: dict) -> bool:
         """Whether setting ``h`` takes its size from the matched budget."""

@@ -97,4 +97,5 @@ SPEC = LearnerSpec(
         doc="random features drawn once, each evaluated on every x_t",
     ),
     memory=lambda r, T, w: 8 * (r * (w + 3) + 2 * T),
+    engines={"jax": ".fixed_random_jax"},  # the same pass on the jax engine
 )

@@ -83,4 +83,5 @@ SPEC = LearnerSpec(
     # its online predictions are exact: the regret uses the pass's own losses
     exact_online_loss=lambda res, K, y: float(np.sum(res.losses)),
     memory=lambda size, T, w: 8 * (BLOCK * T + 3 * T),
+    engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
 )

@@ -1,0 +1,254 @@
+"""The jax engine: cells run in lockstep batches (docs in :mod:`ilnrun.engines`).
+
+How a run proceeds:
+
+1. **Waves of instances.** The pending cells are grouped by dataset instance (in cell order);
+   consecutive instances with the same ``T`` form a *wave*, as many as fit the memory budget.
+   A wave's training inputs are stacked once, ``X: (instances, T, width)``, zero-padded to
+   ``width`` (the largest input dimension of the wave rounded up to a multiple of
+   ``WIDTH_QUANTUM``), with ``y`` and the feature map's per-instance numbers (``p["d"]``, the
+   true dimension, is traced). Every cell indexes the shared arrays with its instance's index:
+   data shared by many cells are stored once. Waves are padded to the same number of instances.
+2. **Shapes.** Within a wave, cells with the same learner and the same ``static`` settings of its
+   jax module (budget size, sampler, ...) form a shape. One program is compiled per (shape,
+   ``T``, ``width``, feature map, batch size, instances per wave): data of different dimensions
+   (``D``) share a program; different budget sizes (``m``, ``k``, ``r``) each compile one. The
+   programs are kept in the persistent compilation cache (:mod:`ilnrun.engines.jax_env`), so a
+   second run compiles nothing.
+3. **Batches.** A shape's cells are split into batches that fit the memory budget (the spec's
+   ``memory`` estimate per cell; ``$ILNRUN_JAX_MEMORY_MB``, default 1024 MiB), padded with
+   copies whose results are dropped to a multiple of ``BATCH_QUANTUM`` cells and to the size a
+   full wave would give (so a smaller last wave compiles nothing new). A batch is
+   ``vmap`` over its cells of the learner's round, ``lax.scan`` over the rounds. Each cell's
+   randomness comes from its own key (the first 64 bits of the first child of the cell's
+   :func:`~ilnrun.config.grid.seed_sequence`, as numpy's ``fit`` seed), folded with the round:
+   a cell's numbers do not depend on its batch, its position or the batch size.
+4. **Time limit.** With ``limits.cell_timeout_s`` the rounds run in chunks of
+   ``TIMEOUT_CHUNK`` and the limit is checked between chunks, for the batch as a whole (it
+   starts when the batch starts): when it has passed, every cell of the batch still running
+   stops there and is recorded ``timed_out``.
+5. **Evaluation** is the numpy engine's (:func:`ilnrun.runner.finish_cell`) on the returned
+   predictors, with the cell's own evaluation seed: exact kernel evaluation and Algorithm-2 test
+   estimates are the same code and draws as with numpy. ``wall_s`` of a cell is its batch's
+   training time divided by the batch's cells.
+
+A learner without a jax module runs with its numpy ``fit`` (one cell at a time).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from time import perf_counter
+
+import numpy as np
+
+from .. import runner as R
+from ..config import Cell, digest
+from ..config.grid import seed_sequence
+from .jax_env import setup
+
+MEMORY_ENV = "ILNRUN_JAX_MEMORY_MB"
+DEFAULT_MEMORY_MB = 1024
+BATCH_QUANTUM = 8  # batch sizes are padded to a multiple of this (fewer distinct programs)
+WIDTH_QUANTUM = 128  # input widths are padded to a multiple of this
+TIMEOUT_CHUNK = 256  # rounds between two checks of limits.cell_timeout_s
+
+
+def memory_budget() -> int:
+    """Bytes a wave's data plus one batch's state may use (``$ILNRUN_JAX_MEMORY_MB``)."""
+    mb = float(os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_MB)
+    return int(mb * 2**20)
+
+
+def cell_key(cfg: dict, cell: Cell) -> np.ndarray:
+    """The cell's jax key (raw ``uint32[2]``) from its own seed sequence: the numpy engine's
+    ``fit`` seed (the first child of :func:`~ilnrun.config.grid.seed_sequence`)."""
+    fit_ss, _ = seed_sequence(cfg["seed"], cell.key).spawn(2)
+    return fit_ss.generate_state(2, np.uint32)
+
+
+@dataclass
+class Wave:
+    """Instances whose training data are stacked for the batches of their cells."""
+
+    instances: list  # runner.Instance, in order
+    cells: list[list[Cell]]  # the pending cells of each instance
+    T: int
+
+
+def _waves(cfg: dict, pending: list[Cell], budget: int) -> Iterator[Wave]:
+    """Consecutive instances with equal ``T``, as many as fit ``budget`` (at least one)."""
+    groups: dict[str, list[Cell]] = {}
+    for c in pending:
+        groups.setdefault(digest(c.data_key), []).append(c)
+    wave: Wave | None = None
+    size = 0
+    for cells in groups.values():
+        inst = R.make_instance(cfg, cells[0])
+        d = inst.data
+        nbytes = sum(a.nbytes for a in (d.X_train, d.X_val, d.X_test)) + 8 * len(d.y_train) ** 2
+        T = len(d.y_train)
+        if wave is not None and (wave.T != T or size + nbytes > budget // 2):
+            yield wave
+            wave = None
+        if wave is None:
+            wave, size = Wave([], [], T), 0
+        wave.instances.append(inst)
+        wave.cells.append(cells)
+        size += nbytes
+    if wave is not None:
+        yield wave
+
+
+def _stack(wave: Wave, n_inst: int, kernel: bool) -> tuple[dict, int]:
+    """The wave's shared data (numpy), padded to ``n_inst`` instances, and the width."""
+    dmax = max(inst.data.X_train.shape[1] for inst in wave.instances)
+    width = WIDTH_QUANTUM * math.ceil(dmax / WIDTH_QUANTUM)
+    X = np.zeros((n_inst, wave.T, width))
+    y = np.zeros((n_inst, wave.T))
+    params = [inst.fmap.jax_params() for inst in wave.instances]
+    params += [params[0]] * (n_inst - len(params))
+    for j, inst in enumerate(wave.instances):
+        X[j, :, : inst.data.X_train.shape[1]] = inst.data.X_train
+        y[j] = inst.data.y_train
+    data = {"X": X, "y": y, "fmap": {k: np.array([p[k] for p in params]) for k in params[0]}}
+    if kernel:
+        K = np.zeros((n_inst, wave.T, wave.T))
+        for j, inst in enumerate(wave.instances):
+            K[j] = inst.fmap.kernel(inst.data.X_train, inst.data.X_train)
+        data["K"] = K
+    return data, width
+
+
+_PROGRAMS: dict[tuple, tuple[Callable, Callable]] = {}
+
+
+def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
+    """``(init, run)`` compiled functions of a shape: ``init(data, cells) -> carry`` and
+    ``run(data, cells, carry, t0) -> carry`` (rounds ``t0 .. t0 + chunk - 1``; rounds past
+    ``T`` change nothing)."""
+    key = (jaxmod.__name__, st, T, width, fmap_cls, chunk)
+    if key in _PROGRAMS:
+        return _PROGRAMS[key]
+    jax = setup()
+    import jax.numpy as jnp
+    from jax import lax
+
+    def init(data, cells):
+        return jax.vmap(lambda cell: jaxmod.init(st, T, width, fmap_cls, data, cell))(cells)
+
+    fix = getattr(jaxmod, "fixup", None)
+
+    def run(data, cells, carry, t0):
+        one = jax.vmap(
+            lambda cell, c, t: jaxmod.step(st, T, width, fmap_cls, data, cell, c, t),
+            in_axes=(0, 0, None),
+        )
+
+        def body(c, t):
+            c = one(cells, c, t)
+            return (fix(st, c) if fix is not None else c), None
+
+        carry, _ = lax.scan(body, carry, t0 + jnp.arange(chunk))
+        return carry
+
+    _PROGRAMS[key] = (jax.jit(init), jax.jit(run, donate_argnums=(2,)))
+    return _PROGRAMS[key]
+
+
+def run_batch(
+    jaxmod,
+    st: tuple,
+    T: int,
+    width: int,
+    fmap_cls,
+    data: dict,
+    cells: dict[str, np.ndarray],
+    limit: float | None = None,
+) -> list[dict]:
+    """One lockstep batch: the final state of each cell (numpy arrays), in order. ``cells``
+    holds per-cell arrays (first axis: the batch): ``inst``, ``key`` and the module's
+    ``inputs``."""
+    jax = setup()
+    chunk = T if limit is None else min(T, TIMEOUT_CHUNK)
+    init, run = program(jaxmod, st, T, width, fmap_cls, chunk)
+    start = perf_counter()
+    dev_data = jax.device_put(data)
+    dev_cells = jax.device_put(cells)
+    carry = init(dev_data, dev_cells)
+    for t0 in range(0, T, chunk):
+        carry = run(dev_data, dev_cells, carry, t0)
+        if limit is not None and t0 + chunk < T:
+            jax.block_until_ready(carry)
+            if perf_counter() - start > limit:
+                break
+    out = jax.device_get(carry)
+    n = len(cells["inst"])
+    return [{k: v[j] for k, v in out.items()} for j in range(n)]
+
+
+def execute_jax(cfg: dict, pending: list[Cell], on_record, memory: int | None = None) -> None:
+    """Run ``pending`` cells on the jax engine and hand each record to ``on_record``."""
+    from threadpoolctl import threadpool_limits
+
+    setup()
+    budget = memory_budget() if memory is None else memory
+    limit = cfg["limits"]["cell_timeout_s"]
+    waves = list(_waves(cfg, pending, budget))
+    n_inst = max((len(w.instances) for w in waves), default=1)
+    for wave in waves:
+        shapes: dict[tuple, list] = {}
+        for inst, cells in zip(wave.instances, wave.cells, strict=True):
+            for cell in cells:
+                plan = R.plan_cell(cfg, cell, inst)
+                jaxmod = plan[0].engine("jax")
+                if jaxmod is None:  # no jax pass: the numpy one
+                    with threadpool_limits(1):
+                        on_record(R.run_cell(cfg, cell))
+                    continue
+                key = (cell.method, jaxmod.static(plan[3]))
+                shapes.setdefault(key, []).append((cell, inst, plan, jaxmod))
+        index = {id(inst): j for j, inst in enumerate(wave.instances)}
+        for (_, st), members in shapes.items():
+            spec, T = members[0][2][0], members[0][2][1]
+            jaxmod = members[0][3]
+            data, width = _stack(wave, n_inst, spec.needs_kernel)
+            size = members[0][2][3].get(spec.budget.name, 0) if spec.budget else 0
+            w = type(members[0][1].fmap).param_floats(width)
+            per_cell = 3 * (spec.memory(size, T, w) if spec.memory else 64 * T)
+            data_bytes = sum(a.nbytes for a in (data["X"], data["y"], data.get("K", data["y"])))
+            cap = max(1, (budget - data_bytes) // per_cell)
+            cap = max(BATCH_QUANTUM, cap - cap % BATCH_QUANTUM)
+            # as many cells as a full wave would hold: a smaller last wave reuses the program
+            full = len(members) * n_inst / len(wave.instances)
+            cap = min(cap, BATCH_QUANTUM * math.ceil(full / BATCH_QUANTUM))
+            for b0 in range(0, len(members), cap):
+                batch = members[b0 : b0 + cap]
+                args = (index, st, T, width, data, jaxmod, limit, cap)
+                _run_members(cfg, batch, *args, on_record)
+
+
+def _run_members(cfg, batch, index, st, T, width, data, jaxmod, limit, size, on_record) -> None:
+    """Run one batch of ``(cell, instance, plan, module)``, padded to ``size`` cells, and record
+    every cell."""
+    from threadpoolctl import threadpool_limits
+
+    n = len(batch)
+    padded = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
+    rows = batch + [batch[0]] * (padded - n)
+    ins = [jaxmod.inputs(plan[3], T) for _, _, plan, _ in rows]
+    cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
+    cells["inst"] = np.array([index[id(inst)] for _, inst, _, _ in rows], dtype=np.int64)
+    cells["key"] = np.stack([cell_key(cfg, cell) for cell, _, _, _ in rows])
+    fmap_cls = type(batch[0][1].fmap)
+    t0 = perf_counter()
+    outs = run_batch(jaxmod, st, T, width, fmap_cls, data, cells, limit)
+    wall = (perf_counter() - t0) / n
+    with threadpool_limits(1):
+        for (cell, inst, plan, _), out in zip(batch, outs, strict=False):
+            res, reason = R._guarded("fit", jaxmod.result, st, plan[3], out, inst.fmap, T)
+            _, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
+            on_record(R.finish_cell(cfg, cell, inst, plan, res, reason, wall, eval_ss))

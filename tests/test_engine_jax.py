@@ -1,0 +1,363 @@
+"""The jax engine against the numpy engine (ilnrun.engines).
+
+- Deterministic parts, given the same draws: kernel OGD's whole pass, Fixed-Random's SGD pass,
+  Doubly SGD's predictions and Shrinking Gradient's rounds equal numpy's to rounding.
+- The stochastic whole, in distribution: over 40 seeds on one dataset, the mean online loss, test
+  loss and shrink count of the two engines differ by less than 4 standard errors.
+- Counters equal numpy's; a cell alone and inside a batch of 50 are identical; ``ilnrun run
+  --engine jax`` twice gives identical tables, resumes, refuses the other engine's directory and
+  marks a diverging setting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import make_data, tiny_config, write_config
+
+jax = pytest.importorskip("jax", reason="the jax engine needs jax (pip install 'ilnrun[jax]')")
+
+import jax.numpy as jnp  # noqa: E402
+
+from ilnrun.cli import main  # noqa: E402
+from ilnrun.engines import jax_env, jax_runner  # noqa: E402
+from ilnrun.features import FEATURE_MAPS  # noqa: E402
+from ilnrun.learners import LEARNERS  # noqa: E402
+
+jax_env.setup()
+LEARNER = {name: spec for name, spec in LEARNERS.items()}
+SG, DSGD, FR, KOGD = (LEARNER[n] for n in LEARNERS)  # registry order
+
+
+class Recorder:
+    """A numpy Generator that records (a copy of) every draw, in order."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.calls: list[tuple[str, np.ndarray]] = []
+
+    def __getattr__(self, name):
+        fn = getattr(self.rng, name)
+
+        def call(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            self.calls.append((name, np.array(out, copy=True)))
+            return out
+
+        return call
+
+
+def _data_dict(d, fmap, K: bool = False) -> dict:
+    X = jnp.asarray(d.X_train[None])
+    out = {
+        "X": X,
+        "y": jnp.asarray(d.y_train[None]),
+        "fmap": {k: jnp.asarray([v]) for k, v in fmap.jax_params().items()},
+    }
+    if K:
+        out["K"] = jnp.asarray(fmap.kernel(d.X_train, d.X_train)[None])
+    return out
+
+
+def _cell(mod, args: dict, T: int) -> dict:
+    cell = {k: jnp.asarray(v) for k, v in mod.inputs(args, T).items()}
+    cell.update(inst=jnp.int64(0), key=jnp.zeros(2, dtype=jnp.uint32))
+    return cell
+
+
+def _coordinate(d):
+    return FEATURE_MAPS["coordinate"](d.X_train.shape[1])
+
+
+# ---- deterministic parts, given the same draws -------------------------------------------------
+
+
+def test_kernel_ogd_equals_numpy():
+    d = make_data(T=60)
+    fmap = _coordinate(d)
+    args = {"eta": 0.5, "schedule": "inv_sqrt"}
+    ref = KOGD.fit(d.X_train, d.y_train, fmap, np.random.default_rng(0), **args)
+    mod = KOGD.engine("jax")
+    st, T = mod.static(args), len(d.y_train)
+    data, cell = _data_dict(d, fmap, K=True), _cell(mod, args, T)
+    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
+    step = jax.jit(lambda c, t: mod.step(st, T, 0, type(fmap), data, cell, c, t))
+    for t in range(T):
+        c = step(c, t)
+    res = mod.result(st, args, jax.device_get(c), fmap, T)
+    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(res.predictor.alpha, ref.predictor.alpha, rtol=1e-12, atol=1e-15)
+    assert res.counters == ref.counters
+
+
+def _map(kind: str, d):
+    if kind == "fourier":
+        return FEATURE_MAPS[kind](d.X_train.shape[1], sigma=1.5)
+    return FEATURE_MAPS[kind](d.X_train.shape[1])
+
+
+@pytest.mark.parametrize(("lam", "kind"), [(0.0, "coordinate"), (0.05, "relu"), (0.0, "fourier")])
+def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam, kind):
+    d = make_data(T=50)
+    fmap = _map(kind, d)
+    args = {"eta": 0.5, "r": 37, "lam": lam, "schedule": "inv_sqrt"}
+    ref = FR.fit(d.X_train, d.y_train, fmap, np.random.default_rng(3), **args)
+    W = ref.predictor.W  # the drawn features (no padding here: the layouts agree)
+    mod = FR.engine("jax")
+    st, T = mod.static(args), len(d.y_train)
+    data, cell = _data_dict(d, fmap), _cell(mod, args, T)
+    c = mod.start(st, T, jnp.asarray(W))
+    step = jax.jit(lambda c, t: mod.step(st, T, 0, type(fmap), data, cell, c, t))
+    for t in range(T):
+        c = step(c, t)
+    res = mod.result(st, args, jax.device_get(c), fmap, T)
+    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(res.predictor.coef, ref.predictor.coef, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(res.predictor.W, ref.predictor.W)
+    assert res.counters == ref.counters
+
+
+@pytest.mark.parametrize("nu", [0.0, 0.1])
+def test_doubly_sgd_predictions_equal_numpy_given_its_features(nu):
+    d = make_data(T=40)
+    fmap = _coordinate(d)
+    args = {"eta": 0.5, "k": 3, "nu": nu, "schedule": "constant"}
+    rec = Recorder(5)
+    ref = DSGD.fit(d.X_train, d.y_train, fmap, rec, **args)
+    omegas = [out for _, out in rec.calls]
+    mod = DSGD.engine("jax")
+    st, T = mod.static(args), len(d.y_train)
+    data, cell = _data_dict(d, fmap), _cell(mod, args, T)
+    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
+    step = jax.jit(lambda c, t, om: mod.round_given(st, T, type(fmap), data, cell, c, t, om))
+    for t in range(T):
+        c = step(c, t, jnp.asarray(omegas[t]))
+    res = mod.result(st, args, jax.device_get(c), fmap, T)
+    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        res.predictor.predict(d.X_test), ref.predictor.predict(d.X_test), rtol=1e-10, atol=1e-13
+    )
+    assert res.counters == ref.counters
+
+
+@pytest.mark.parametrize(("sampler", "B"), [("iid", 1.0), ("systematic", 1.0), ("iid", 0.02)])
+def test_shrinking_gradient_rounds_equal_numpy_given_the_draws(sampler, B):
+    d = make_data(T=60)
+    fmap = _coordinate(d)
+    args = {"eta": 0.8, "m": 25, "B": B, "sampler": sampler, "schedule": "constant"}
+    rec = Recorder(11)
+    ref = SG.fit(d.X_train, d.y_train, fmap, rec, **args)
+    calls = [out for _, out in rec.calls]
+    T, m = len(d.y_train), args["m"]
+    # numpy draws from round 2 on (alpha != 0): u (m uniforms or one offset), then m w's
+    U, Wd = np.zeros((T, m)), np.zeros((T, m), dtype=np.int64)
+    for t in range(1, T):
+        u = calls[2 * (t - 1)]
+        U[t] = u if sampler == "iid" else (np.arange(m) + u) / m
+        Wd[t] = calls[2 * (t - 1) + 1]
+    mod = SG.engine("jax")
+    st = mod.static(args)
+    data, cell = _data_dict(d, fmap), _cell(mod, args, T)
+    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
+    rnd = jax.jit(lambda c, t, u, w: mod.round_given(st, T, type(fmap), data, cell, c, t, u, w))
+    for t in range(T):
+        c = rnd(c, t, jnp.asarray(U[t]), jnp.asarray(Wd[t]))
+    res = mod.result(st, args, jax.device_get(c), fmap, T)
+    assert res.counters == ref.counters
+    if B < 1:
+        assert ref.counters["shrinks"] > 0  # the shrink branch is exercised
+    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(res.predictor.alpha, ref.predictor.alpha, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(res.averaged.alpha, ref.averaged.alpha, rtol=1e-10, atol=1e-14)
+    for key in ("alpha_l1", "shrinks_before"):
+        np.testing.assert_allclose(res.extras[key], ref.extras[key], rtol=1e-10)
+
+
+# ---- batches: a cell's numbers do not depend on its batch -------------------------------------
+
+
+def _batch(spec, args: dict, d, fmap, keys: np.ndarray, etas: list[float] | None = None):
+    """Run one lockstep batch of ``spec`` on dataset ``d``: one cell per key."""
+    mod = spec.engine("jax")
+    st, T = mod.static(args), len(d.y_train)
+    data = {
+        k: np.asarray(v) for k, v in _data_dict(d, fmap, spec.needs_kernel).items() if k != "fmap"
+    }
+    data["fmap"] = {k: np.asarray([v]) for k, v in fmap.jax_params().items()}
+    ins = [mod.inputs({**args, "eta": e}, T) for e in (etas or [args["eta"]] * len(keys))]
+    cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
+    cells.update(inst=np.zeros(len(keys), dtype=np.int64), key=keys)
+    outs = jax_runner.run_batch(mod, st, T, d.X_train.shape[1], type(fmap), data, cells)
+    return [mod.result(st, args, o, fmap, T) for o in outs]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_a_cell_alone_equals_the_same_cell_in_a_batch_of_50(which):
+    d = make_data(T=40)
+    fmap = _coordinate(d)
+    spec, args = [
+        (SG, {"eta": 0.5, "m": 16, "B": 1.0}),
+        (DSGD, {"eta": 0.5, "k": 2, "nu": 0.0}),
+        (FR, {"eta": 0.5, "r": 30, "lam": 0.0}),
+    ][which]
+    keys = np.random.default_rng(1).integers(0, 2**32, size=(50, 2), dtype=np.uint32)
+    etas = list(np.linspace(0.1, 1.0, 50))
+    etas[17] = args["eta"]
+    many = _batch(spec, args, d, fmap, keys, etas)[17]
+    alone = _batch(spec, args, d, fmap, keys[17:18])[0]
+    np.testing.assert_array_equal(alone.losses, many.losses)
+    p, q = alone.predictor, many.predictor
+    np.testing.assert_array_equal(getattr(p, "alpha", None), getattr(q, "alpha", None))
+    np.testing.assert_array_equal(getattr(p, "coef", None), getattr(q, "coef", None))
+    assert alone.counters == many.counters
+
+
+# ---- the stochastic whole agrees in distribution ------------------------------------------------
+
+SEEDS = 40
+
+
+def _z(a: np.ndarray, b: np.ndarray) -> float:
+    """Difference of the means over its standard error (``0`` when both are constant and
+    equal)."""
+    se = np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    diff = a.mean() - b.mean()
+    return 0.0 if diff == 0 and se == 0 else abs(diff) / se
+
+
+@pytest.mark.parametrize("which", ["sg", "sg_shrinks", "dsgd", "fr"])
+def test_engines_agree_in_distribution(which):
+    d = make_data(seed=2, D=30, T=80, n_test=200)
+    fmap = _coordinate(d)
+    spec, args = {
+        "sg": (SG, {"eta": 0.5, "m": 20, "B": 1.0, "schedule": "constant"}),
+        "sg_shrinks": (SG, {"eta": 1.5, "m": 10, "B": 0.03, "schedule": "constant"}),
+        "dsgd": (DSGD, {"eta": 0.5, "k": 2, "nu": 0.0, "schedule": "constant"}),
+        "fr": (FR, {"eta": 0.5, "r": 20, "lam": 0.0, "schedule": "inv_sqrt"}),
+    }[which]
+    K_test = fmap.kernel(d.X_test, d.X_train)
+
+    def stats(results):
+        online = np.array([r.losses.mean() for r in results])
+        if spec is SG:
+            test = np.array([r.predictor.predict_exact(K_test) for r in results])
+        else:
+            test = np.array([r.predictor.predict(d.X_test) for r in results])
+        test = 0.5 * ((test - d.y_test) ** 2).mean(axis=1)
+        shrinks = np.array([r.counters["shrinks"] for r in results], dtype=float)
+        return online, test, shrinks
+
+    ref = [
+        spec.fit(d.X_train, d.y_train, fmap, np.random.default_rng(s), **args) for s in range(SEEDS)
+    ]
+    keys = np.stack([np.random.SeedSequence(1000 + s).generate_state(2) for s in range(SEEDS)])
+    new = _batch(spec, args, d, fmap, keys)
+    assert all(r.counters == n.counters for r, n in zip(ref, new, strict=True)) or spec is SG
+    a, b = stats(ref), stats(new)
+    for name, x, y in zip(("online loss", "test loss", "shrinks"), a, b, strict=True):
+        assert _z(x, y) < 4, (name, x.mean(), y.mean())
+    if which == "sg_shrinks":
+        assert a[2].mean() > 0 and b[2].mean() > 0  # the shrink count is really compared
+    if spec is SG:  # counters depend only on the rounds that drew: all but the first here
+        assert {r.counters["train_evals"] for r in ref} == {n.counters["train_evals"] for n in new}
+
+
+# ---- end to end: ilnrun run --engine jax --------------------------------------------------------
+
+
+def _run(cfg_path: Path, out: Path, *extra: str):
+    return CliRunner().invoke(main, ["run", str(cfg_path), "--out", str(out), "-q", *extra])
+
+
+def _runs(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "runs.csv")
+    return df.drop(columns=["wall_s", "eval_s"])
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("jaxrun")
+    cfg = tiny_config(**{"dataset.D": [20, 40], "methods.fixed_random.eta": [0.3, 60.0]})
+    cfg_path = write_config(d / "tiny.yaml", cfg)
+    res = _run(cfg_path, d / "a", "--engine", "jax", "--jobs", "1")
+    assert res.exit_code == 0, res.output
+    return cfg_path, d / "a"
+
+
+def test_run_twice_gives_identical_tables(jax_run, tmp_path):
+    cfg_path, a = jax_run
+    assert _run(cfg_path, tmp_path / "b", "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(tmp_path / "b"), check_exact=True)
+    runs = _runs(a)
+    assert set(runs["engine"]) == {"jax"}
+    assert json.loads((a / "meta.json").read_text())["engine"] == "jax"
+    assert "device" in json.loads((a / "meta.json").read_text())
+    # counters follow the budget formulas, as with numpy
+    for name, spec in LEARNERS.items():
+        if spec.budget is None:
+            continue
+        r = runs[(runs["method"] == name) & ~runs["diverged"]].iloc[0]
+        for key, value in spec.budget.expected(int(r[spec.budget.name]), 30).items():
+            assert r[key] == value, (name, key)
+
+
+def test_diverging_setting_is_marked(jax_run):
+    runs = _runs(jax_run[1])
+    bad = runs[(runs["method"] == "fixed_random") & (runs["eta"] == 60.0)]
+    assert len(bad) and bad["diverged"].all()
+    assert (bad["rounds"] < 30).all() and np.isinf(bad["test_loss"]).all()
+    assert not runs[runs["eta"] != 60.0]["diverged"].any()
+
+
+def test_resume_and_engine_is_a_config_change(jax_run, tmp_path):
+    cfg_path, a = jax_run
+    out = tmp_path / "c"
+    assert _run(cfg_path, out, "--engine", "jax").exit_code == 0
+    log = out / "cells.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:10]))
+    assert _run(cfg_path, out, "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(out), check_exact=True)
+    res = _run(cfg_path, out)  # numpy into the jax directory: refused
+    assert res.exit_code == 2
+    assert "engine" in res.output
+
+
+def test_time_limit_stops_a_batch_between_chunks(tmp_path):
+    cfg = tiny_config(
+        **{
+            "dataset.T": 300,
+            "dataset.D": 10,
+            "repetitions": 1,
+            "methods": {"kernel_ogd": {"eta": 0.3}},
+            "limits": {"cell_timeout_s": 1e-9},
+        }
+    )
+    out = tmp_path / "t"
+    assert _run(write_config(tmp_path / "t.yaml", cfg), out, "--engine", "jax").exit_code == 0
+    runs = _runs(out)
+    assert runs["timed_out"].all() and (runs["rounds"] == jax_runner.TIMEOUT_CHUNK).all()
+
+
+@pytest.mark.parametrize("kind", ["relu", "fourier"])
+def test_other_feature_maps_run(kind, tmp_path):
+    fm = {"kind": kind} if kind == "relu" else {"kind": kind, "sigma": 2.0}
+    cfg = tiny_config(**{"dataset.D": [5, 9], "repetitions": 1, "feature_map": fm})
+    out = tmp_path / kind
+    assert _run(write_config(tmp_path / "f.yaml", cfg), out, "--engine", "jax").exit_code == 0
+    runs = _runs(out)
+    assert not runs["diverged"].any() and np.isfinite(runs["test_loss"]).all()
+
+
+def test_engine_jax_without_jax_is_a_clear_error(monkeypatch, config_file, tmp_path):
+    import ilnrun.engines
+
+    monkeypatch.setattr(ilnrun.engines, "jax_available", lambda: False)
+    res = _run(config_file, tmp_path / "x", "--engine", "jax")
+    assert res.exit_code == 2
+    assert "pip install 'ilnrun[jax]'" in res.output and "Traceback" not in res.output
