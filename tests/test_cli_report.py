@@ -72,3 +72,7 @@ def test_a_learner_that_diverged_everywhere_has_nothing_to_compare(tmp_path):
     assert "Doubly SGD: **nothing to compare**" in text
     assert "none (all diverged)" in text
     assert "Doubly SGD: **no significant difference**" not in text
+    # the fourth comparison (against the mean predictor) and the headline say it too
+    assert "| Doubly SGD < mean predictor | 4 | — | nothing to compare |" in text
+    assert "Doubly SGD: nothing to compare (no selected setting: every setting diverged)" in text
+    assert "all settings diverged" in text  # in the tables, not a row of dashes
