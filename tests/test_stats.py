@@ -214,3 +214,13 @@ def test_slope_interval_is_the_t_interval_of_per_repetition_slopes():
     assert s["ci95"] == pytest.approx(t975(19) * slopes.std(ddof=1) / math.sqrt(20))
     assert abs(s["mean"] - 0.5) < 4 * 0.016
     assert abs(s["mean"] - 0.5) < s["ci95"] * 2
+
+
+def test_regret_slope_windows_are_decades_then_the_whole_range():
+    from ilnrun.report.sections.theory import decades
+
+    Ts = [100, 200, 400, 800, 1600, 3200]
+    assert decades(Ts) == [(100.0, 1000.0), (1000.0, 10000.0), (100, 3200)]
+    assert decades([100, 200, 400]) == [(100.0, 1000.0), (100, 400)]
+    assert decades([1000, 10000]) == [(1000.0, 10000.0)]  # one decade is the whole range
+    assert decades([100]) == []

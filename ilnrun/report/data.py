@@ -240,6 +240,21 @@ class ReportData:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def regret_raw(self) -> list[tuple[str, str, pd.DataFrame]]:
+        """The rows behind :meth:`regret_groups` (one per repetition and T), same groups."""
+        out = []
+        if "regret" not in self.runs:
+            return out
+        runs = self.runs[self.runs["regret"].notna()]
+        for m in self.methods:
+            r = runs[runs["method"] == m]
+            if m in self.proposed:
+                groups = list(r.groupby("setting", sort=False))
+            else:
+                groups = [("setting selected on validation loss per T", r[r["selected"]])]
+            out += [(m, setting, g) for setting, g in groups if len(g)]
+        return out
+
     def regret_groups(self) -> list[tuple[str, str, pd.DataFrame]]:
         """Per-T regret statistics (mean, 95% CI over repetitions): every grid setting of the
         proposed learner, and the validation-selected setting of the others."""

@@ -20,7 +20,7 @@ def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
     if not vals:
         return ""
     lo, hi = min(vals), max(vals)
-    return f"NMSE {lo:.2g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"NMSE {lo:.2g}–{hi:.2g}"
+    return f"NMSE {lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"NMSE {lo:.3g}–{hi:.3g}"
 
 
 def mean_lines(r: ReportData) -> list[str]:
