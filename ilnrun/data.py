@@ -579,6 +579,82 @@ def _log_target(table: Table, target: str, log_target: bool) -> Table:
     return {**table, target: np.log(table[target])}
 
 
+OPENML_INSTALL = "pip install 'ilnrun[real]'"
+
+
+def openml_table(name: str, version: int, data_home: str | None) -> tuple[Table, str]:
+    """An OpenML data set by name and version through scikit-learn's ``fetch_openml``, cached
+    under ``data_home`` (scikit-learn's default folder when ``None``): the first call downloads
+    it, every later call reads the cache, with no network. Returns the table (see
+    :func:`frame_table` for the columns kept) and the data set's default target column."""
+    if importlib.util.find_spec("sklearn") is None:
+        raise DataError("kind", f"the 'openml' dataset kind needs scikit-learn: {OPENML_INSTALL}")
+    import warnings
+    from urllib.error import URLError
+
+    from sklearn.datasets import fetch_openml
+
+    home = str(Path(data_home).expanduser()) if data_home is not None else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # inactive-version and similar notices
+            bunch = fetch_openml(
+                name=name, version=version, data_home=home, as_frame=True, parser="pandas"
+            )
+    except (URLError, OSError) as exc:
+        raise DataError(
+            "name",
+            f"OpenML data set {name!r} (version {version}) is not in the cache "
+            f"{home or '(scikit-learn default)'} and could not be downloaded "
+            f"({type(exc).__name__}); run once with network access or copy the cache",
+        ) from None
+    except ValueError as exc:  # unknown name / version, bad checksum, unreadable file
+        raise DataError("name", f"OpenML data set {name!r}: {str(exc)[:200]}") from None
+    targets = list(bunch.target_names or [])
+    return frame_table(bunch.frame.dropna(), f"OpenML data set {name!r}"), (
+        targets[0] if len(targets) == 1 else ""
+    )
+
+
+def _openml_target(spec_target: str | None, default: str) -> str:
+    target = spec_target or default
+    if not target:
+        raise DataError("target", "the data set has no single default target: name one")
+    return target
+
+
+def openml(
+    rng: np.random.Generator,
+    *,
+    name: str | None = None,
+    version: int = 1,
+    data_home: str | None = None,
+    target: str | None = None,
+    log_target: bool = False,
+    features: str | list[str] = "all",
+    T: int = 200,
+    n_val: int = 100,
+    n_test: int | str = "rest",
+    standardize: bool = True,
+    center: bool = True,
+) -> Dataset:
+    """An OpenML data set (cached fetch), split and scaled exactly like ``file``."""
+    table, default = openml_table(str(name), version, data_home)
+    target = _openml_target(target, default)
+    table = _log_target(table, target, log_target)
+    X, y, names, sizes = table_arrays(table, features, target, T, n_val, n_test)
+    return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
+
+
+def _check_openml(spec: dict) -> None:
+    if spec["name"] is None:
+        raise DataError("name", "is required: the OpenML data set's name")
+    table, default = openml_table(spec["name"], spec["version"], spec["data_home"])
+    target = _openml_target(spec["target"], default)
+    table = _log_target(table, target, spec["log_target"])
+    table_arrays(table, spec["features"], target, spec["T"], spec["n_val"], spec["n_test"])
+
+
 def _check_plotnine(spec: dict) -> None:
     table = _log_target(plotnine_table(spec["name"]), spec["target"], spec["log_target"])
     table_arrays(table, spec["features"], spec["target"], spec["T"], spec["n_val"], spec["n_test"])
@@ -925,6 +1001,55 @@ DATASETS: dict[str, DatasetSpec] = {
                 *TABLE_CHOICES,
             ),
             check=_problems(_check_plotnine),
+        ),
+        DatasetSpec(
+            name="openml",
+            build=openml,
+            summary="a public OpenML data set by name, through scikit-learn's fetch_openml, "
+            "cached on disk (extra 'real'; the first use needs network access)",
+            params=(
+                _p("name", "str", None, "the OpenML data set's name (required)", special=(None,)),
+                _p(
+                    "version",
+                    "int",
+                    1,
+                    "the data set's version (OpenML versions never change)",
+                    min=1,
+                ),
+                _p(
+                    "data_home",
+                    "str",
+                    None,
+                    "cache folder of fetch_openml (default: scikit-learn's, ~/scikit_learn_data)",
+                    special=(None,),
+                ),
+                _p(
+                    "target",
+                    "str",
+                    None,
+                    "the label column (default: the data set's default target)",
+                    special=(None,),
+                ),
+                _p("log_target", "bool", False, "use ln(target) as the label"),
+                _p(
+                    "features",
+                    "strlist",
+                    "all",
+                    "'all' (every numeric or ordered categorical column but the target), "
+                    "comma-separated names or a list of names",
+                ),
+                _T(200, "training rows (one online pass)"),
+                *TABLE_SPLIT_PARAMS,
+            ),
+            choices=(
+                "Data: an OpenML data set fetched by name and version with scikit-learn's "
+                "`fetch_openml` (ARFF parsed by pandas) and cached under `data_home`; a given "
+                "name and version always denote the same data.",
+                "Rows with a missing value are dropped; numeric columns are used as they are; "
+                "ordered categorical columns become their codes; other columns are left out.",
+                *TABLE_CHOICES,
+            ),
+            check=_problems(_check_openml),
         ),
     )
 }

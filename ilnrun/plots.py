@@ -313,7 +313,7 @@ def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
     known = [s["label"] for s in styles().values()]
     order = [k for k in known if k in handles] + [k for k in handles if k not in known]
     if order:
-        ncol = len(order) if width >= 9 else 2
+        ncol = min(len(order), max(2, int(width / 4.6)))  # long labels: about 4.6 in each
         fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=ncol)
 
 
