@@ -4,86 +4,39 @@ laid out exactly as ``fetch_openml`` caches the OpenML API answers and the ARFF 
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ilnrun.data import DataError, build_dataset, check
+from ilnrun.data import DataError, build_dataset, check, openml_cache_put
 
 pytest.importorskip("sklearn")
 
-DID, FILE_ID, NAME = 990001, 990002, "ilnrun-toy"
-
-
-def _put(home: Path, path: str, payload: bytes) -> None:
-    f = home / "openml" / "openml.org" / (path + ".gz")  # fetch_openml caches under openml/
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_bytes(gzip.compress(payload))
+DID, NAME = 990001, "ilnrun-toy"
 
 
 def fake_cache(home: Path, n: int = 120, seed: int = 0) -> dict[str, np.ndarray]:
-    """A data set of ``n`` rows (``a``, ``b`` numeric; target ``y = 2a - b + 1``) cached under
-    ``home`` as fetch_openml would cache it; returns its columns."""
+    """A data set of ``n`` rows (``a``, ``b`` numeric; target ``y = 2a - b + 1``) written into a
+    fetch_openml cache under ``home`` (:func:`ilnrun.data.openml_cache_put`); its columns."""
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=n).round(6), rng.normal(size=n).round(6)
-    y = 2 * a - b + 1
-    arff = (
-        "\n".join(
-            [
-                "@RELATION toy",
-                "@ATTRIBUTE a NUMERIC",
-                "@ATTRIBUTE b NUMERIC",
-                "@ATTRIBUTE y NUMERIC",
-                "@DATA",
-            ]
-            + [
-                f"{x!s},{z!s},{float(t)!r}"
-                for x, z, t in zip(a.tolist(), b.tolist(), y.tolist(), strict=True)
-            ]
-        ).encode()
-        + b"\n"
+    cols = {"a": a, "b": b, "y": 2 * a - b + 1}
+    openml_cache_put(home, NAME, cols, "y", DID)
+    return cols
+
+
+def test_the_cache_is_laid_out_as_fetch_openml_reads_it(tmp_path):
+    """scikit-learn itself reads what openml_cache_put wrote (checksum included)."""
+    from sklearn.datasets import fetch_openml
+
+    cols = fake_cache(tmp_path)
+    bunch = fetch_openml(
+        name=NAME, version=1, data_home=str(tmp_path), as_frame=True, parser="pandas"
     )
-    api = "api/v1/json/data"
-    dataset = {"did": DID, "name": NAME, "version": 1, "status": "active", "format": "ARFF"}
-    _put(
-        home,
-        f"{api}/list/data_name/{NAME}/limit/2/data_version/1",
-        json.dumps({"data": {"dataset": [dataset]}}).encode(),
-    )
-    desc = {
-        "id": str(DID),
-        "description": "a toy table for the tests",
-        "name": NAME,
-        "version": "1",
-        "format": "ARFF",
-        "status": "active",
-        "file_id": str(FILE_ID),
-        "default_target_attribute": "y",
-        "url": f"https://www.openml.org/data/v1/download/{FILE_ID}/{NAME}.arff",
-        "md5_checksum": hashlib.md5(arff).hexdigest(),
-    }
-    _put(home, f"{api}/{DID}", json.dumps({"data_set_description": desc}).encode())
-    feats = [
-        {
-            "index": str(i),
-            "name": c,
-            "data_type": "numeric",
-            "is_target": str(c == "y").lower(),
-            "is_ignore": "false",
-            "is_row_identifier": "false",
-            "number_of_missing_values": "0",
-        }
-        for i, c in enumerate(("a", "b", "y"))
-    ]
-    _put(home, f"{api}/features/{DID}", json.dumps({"data_features": {"feature": feats}}).encode())
-    qual = [{"name": "NumberOfInstances", "value": f"{n}.0"}]
-    _put(home, f"{api}/qualities/{DID}", json.dumps({"data_qualities": {"quality": qual}}).encode())
-    _put(home, f"data/v1/download/{FILE_ID}/{NAME}.arff", arff)
-    return {"a": a, "b": b, "y": y}
+    assert bunch.target_names == ["y"]
+    np.testing.assert_allclose(bunch.frame["a"].to_numpy(), cols["a"])
+    np.testing.assert_allclose(bunch.target.to_numpy(), cols["y"])
 
 
 def _spec(home: Path, **kw) -> dict:
