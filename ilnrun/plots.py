@@ -314,7 +314,13 @@ def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
     order = [k for k in known if k in handles] + [k for k in handles if k not in known]
     if order:
         ncol = min(len(order), max(2, int(width / 4.6)))  # long labels: about 4.6 in each
-        fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=ncol)
+        fig.legend(
+            [handles[k] for k in order],
+            order,
+            loc="outside lower center",
+            ncol=ncol,
+            fontsize="medium" if width >= 9 else "small",
+        )
 
 
 def _empty(ax: Axes) -> None:

@@ -191,7 +191,7 @@ class ReportData:
 
     def edges(self, method: str, k: int | None) -> list[str]:
         """``key=value`` of every numeric hyperparameter whose selected value (at any dataset
-        setting) is the smallest or largest of a grid of two or more values: the best
+        setting) is the smallest or largest of a grid of three or more values: the best
         value may lie outside the grid."""
         grid = self.cfg["methods"].get(method, {})
         s = self.summary[self.summary["method"] == method]
@@ -202,7 +202,7 @@ class ReportData:
             if not isinstance(values, list) or key not in s:
                 continue
             nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            if len(nums) < 2:
+            if len(nums) < 3:  # with two values every choice is an edge: nothing learned
                 continue
             chosen = set(s[key].dropna())
             for v in sorted(chosen & {min(nums), max(nums)}):

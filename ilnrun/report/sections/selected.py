@@ -23,7 +23,7 @@ def render(r: ReportData) -> list[str]:
     return [
         "## Selected hyperparameters",
         "",
-        "A value at the smallest or largest point of a grid of two or more values is flagged: "
+        "A value at the smallest or largest point of a grid of three or more values is flagged: "
         "the best value may lie outside the grid.",
         "",
         md_table(

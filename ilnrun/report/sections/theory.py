@@ -117,8 +117,13 @@ def render(r: ReportData) -> list[str]:
                 if (ratio <= 1).all()
                 else f"**failed in {(ratio > 1).sum()} passes**."
             )
-            + " (Lemma 5 assumes |y_t| ≤ 1, which the label scaling guarantees on the "
-            "training split.)",
+            + (
+                " (Lemma 5 assumes |y_t| ≤ 1, which the label scaling guarantees on the "
+                "training split.)"
+                if r.cfg["dataset"].get("rkhs_norm") is None
+                else " (Lemma 5 assumes |y_t| ≤ 1; with `rkhs_norm` the labels are not scaled "
+                "by their maximum but obey |y| ≤ ‖f*‖_H √k(x, x) by Cauchy–Schwarz.)"
+            ),
             "",
         ]
     if "regret" not in runs or not runs["regret"].notna().any() or r.xa != "T":

@@ -1,0 +1,35 @@
+"""Report pieces of the yardsticks, on hand-made inputs: the note on two compared learners that
+are both worse than the mean, the grid-edge flag, and the mark in a table cell."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+
+from ilnrun.report.data import ReportData
+from ilnrun.report.sections.verdicts import mean_note
+
+WORSE = "worse than predicting the mean"
+
+
+def _stub(rows):
+    return SimpleNamespace(has_const=True, mean_rows=lambda metric: rows)
+
+
+def test_both_learners_worse_than_the_mean_is_said_in_plain_words():
+    rows = [("a", 2, [], WORSE), ("b", 2, [], WORSE), ("b", 4, [], "beats the mean predictor")]
+    assert mean_note(_stub(rows), "a", "b", 2) == "both learners are worse than predicting the mean"
+    note = mean_note(_stub([("a", 4, [], WORSE), *rows[2:]]), "a", "b", 4)
+    assert WORSE in note and "beats the mean predictor" in note
+
+
+def test_a_selected_value_at_the_edge_of_its_grid_is_flagged():
+    r = object.__new__(ReportData)  # only the attributes edges() reads
+    r.cfg = {"methods": {"m": {"eta": [0.1, 0.3, 1.0], "schedule": ["constant", "inv_sqrt"]}}}
+    r.compared = ["m"]
+    r.summary = pd.DataFrame(
+        {"method": ["m", "m", "m"], "dsgd_k": [1, 1, 2], "eta": [1.0, 0.3, 0.3]}
+    )
+    assert r.edges("m", 1) == ["eta=1 (largest of the grid)"]
+    assert r.edges("m", 2) == []
