@@ -33,3 +33,23 @@ def test_a_selected_value_at_the_edge_of_its_grid_is_flagged():
     )
     assert r.edges("m", 1) == ["eta=1 (largest of the grid)"]
     assert r.edges("m", 2) == []
+
+
+def test_regret_slope_rows_per_decade_with_t_intervals():
+    """Per-repetition regrets R = a_r T^0.5 (a_r varies, the exponent does not): every window's
+    slope is 0.5 with a zero-width interval; a repetition with a non-positive regret in a
+    window keeps its other points."""
+    import numpy as np
+
+    from ilnrun.report.sections.theory import slope_rows
+
+    Ts = [100, 200, 400, 800, 1600, 3200]
+    rows = [{"T": T, "repetition": r, "regret": (1 + r) * T**0.5} for r in range(4) for T in Ts]
+    rows[0]["regret"] = -1.0  # repetition 0 at T = 100
+    out = slope_rows(pd.DataFrame(rows))
+    assert [row[0] for row in out] == ["100–800", "1,600–3,200", "100–3,200 (all)"]
+    for row in out:
+        assert row[2].startswith("0.5 ± ")  # fmt: mean ± ci, ci ~ 0
+        lo, hi = (float(v) for v in row[3].strip("[]").split(","))
+        assert np.isclose(lo, 0.5, atol=1e-9) and np.isclose(hi, 0.5, atol=1e-9)
+    assert out[0][4] == "4"
