@@ -30,6 +30,10 @@ refused; no message quotes the file's content. Rows are shuffled with the datase
 is subtracted from every split (the learners have no bias term and start at ``f = 0``). Then labels
 are scaled as above.
 
+``plotnine``: a table the plotnine package ships (``plotnine.data``; ggplot2's ``diamonds``, 53 940
+rows, and others), loaded by name without a download, ordered categorical columns as their
+codes, optionally ``ln(target)``, and handled exactly like ``file``.
+
 ``diabetes``: scikit-learn's bundled diabetes data (442 patients, 10 raw baseline variables, target
 a measure of disease progression one year later; Efron et al. 2004), loaded without a download
 (scikit-learn, a dependency of ilnrun) and handled exactly like ``file``.
@@ -110,8 +114,18 @@ def clipped_gaussian(
     n_test: int,
     sparsity: int,
     normalize_rows: bool = False,
+    center: bool = False,
+    rkhs_norm: float | None = None,
 ) -> Dataset:
-    """The paper's Figure 1 data; see the module docstring for every choice."""
+    """The paper's Figure 1 data; see the module docstring for every choice.
+
+    ``center``: subtract the training-label mean from every split before the labels are scaled
+    (the learners have no bias term; see the module docstring). ``rkhs_norm``: instead of the
+    max-label scaling, scale the target ``f*(x) = a·x`` so that its norm in the RKHS of
+    ``k(x, x') = x·x'/D`` is ``rkhs_norm``: ``‖f*‖_H = √D ‖a‖`` (``f* = D Σ_j c_j k(x_j, ·)``),
+    so that Theorem 1's comparator ball of radius ``B ≥ rkhs_norm`` contains the target. Then
+    ``|y| ≤ rkhs_norm · √k(x, x)`` (Cauchy–Schwarz) and ``info`` records the norm and
+    ``max |y_train|`` (Lemma 5 assumes ``|y_t| ≤ 1``)."""
     n = T + n_val + n_test
     X = np.maximum(rng.standard_normal((n, D)), 0.0)
     if normalize_rows:
@@ -120,9 +134,20 @@ def clipped_gaussian(
     c = rng.standard_normal(sparsity)
     a = c @ X[support]
     y = X @ a
-    y, label_scale = _scale_labels(y, T)
+    info: dict = {"support": support.tolist()}
+    if rkhs_norm is not None:
+        norm = float(np.sqrt(D) * np.linalg.norm(a))
+        factor = rkhs_norm / norm if norm > 0 else 1.0
+        y = y * factor
+        info.update(target_rkhs_norm=norm * factor if norm > 0 else 0.0, label_scale=factor)
+    if center:
+        info["train_label_mean"] = float(y[:T].mean())
+        y = y - y[:T].mean()
+    if rkhs_norm is None:
+        y, info["label_scale"] = _scale_labels(y, T)
+    info["max_abs_y_train"] = float(np.max(np.abs(y[:T])))
     X = np.ascontiguousarray(X)
-    return _splits(X, y, T, n_val, {"label_scale": label_scale, "support": support.tolist()})
+    return _splits(X, y, T, n_val, info)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -483,6 +508,228 @@ def diabetes(
     return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
 
 
+PLOTNINE_INSTALL = "pip install 'ilnrun[real]'"
+
+
+def frame_table(frame, where: str) -> Table:
+    """Columns of a pandas DataFrame as a table: numeric columns as they are, an **ordered**
+    categorical column as its category codes in the declared order (e.g. diamonds' ``cut``:
+    Fair < Good < Very Good < Premium < Ideal -> 0..4); any other column is left out (listed
+    in :class:`DataError` messages only when asked for as a feature or target)."""
+    import pandas as pd
+
+    table: Table = {}
+    for name in frame.columns:
+        col = frame[name]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            if col.cat.ordered and (col.cat.codes >= 0).all():
+                table[str(name)] = col.cat.codes.to_numpy(dtype=float)
+        elif pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            table[str(name)] = col.to_numpy(dtype=float)
+    if not table:
+        raise DataError("name", f"{where} has no numeric or ordered categorical column")
+    return table
+
+
+def plotnine_table(name: str) -> Table:
+    """A table shipped inside the ``plotnine`` package (ggplot2's example data: ``diamonds``,
+    53 940 rows; ``txhousing``, ``midwest``, ``mpg``, ...), loaded by ``plotnine.data`` without
+    a download; see :func:`frame_table` for the columns kept."""
+    if importlib.util.find_spec("plotnine") is None:
+        raise DataError(
+            "kind",
+            f"the 'plotnine' dataset kind needs plotnine, which is not installed: "
+            f"{PLOTNINE_INSTALL}",
+        )
+    import pandas as pd
+    import plotnine.data as shipped
+
+    frame = getattr(shipped, name, None) if not name.startswith("_") else None
+    if not isinstance(frame, pd.DataFrame):
+        tables = sorted(n for n in dir(shipped) if isinstance(getattr(shipped, n), pd.DataFrame))
+        raise DataError("name", f"plotnine ships no table {name!r} (tables: {', '.join(tables)})")
+    return frame_table(frame.dropna(), f"plotnine table {name!r}")
+
+
+def plotnine(
+    rng: np.random.Generator,
+    *,
+    name: str = "diamonds",
+    target: str = "price",
+    log_target: bool = False,
+    features: str | list[str] = "all",
+    T: int = 200,
+    n_val: int = 100,
+    n_test: int | str = "rest",
+    standardize: bool = True,
+    center: bool = True,
+) -> Dataset:
+    """A table plotnine ships, split and scaled exactly like ``file`` (module docstring); with
+    ``log_target`` the label is ``ln(target)`` (positive targets only)."""
+    table = _log_target(plotnine_table(name), target, log_target)
+    X, y, names, sizes = table_arrays(table, features, target, T, n_val, n_test)
+    return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
+
+
+def _log_target(table: Table, target: str, log_target: bool) -> Table:
+    if not log_target or target not in table:
+        return table
+    if not (table[target] > 0).all():
+        raise DataError("log_target", f"column {target!r} has values <= 0: no logarithm")
+    return {**table, target: np.log(table[target])}
+
+
+OPENML_INSTALL = "pip install scikit-learn"
+
+
+def openml_table(name: str, version: int, data_home: str | None) -> tuple[Table, str]:
+    """An OpenML data set by name and version through scikit-learn's ``fetch_openml``, cached
+    under ``data_home`` (scikit-learn's default folder when ``None``): the first call downloads
+    it, every later call reads the cache, with no network. Returns the table (see
+    :func:`frame_table` for the columns kept) and the data set's default target column."""
+    if importlib.util.find_spec("sklearn") is None:
+        raise DataError("kind", f"the 'openml' dataset kind needs scikit-learn: {OPENML_INSTALL}")
+    import warnings
+    from urllib.error import URLError
+
+    from sklearn.datasets import fetch_openml
+
+    home = str(Path(data_home).expanduser()) if data_home is not None else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # inactive-version and similar notices
+            bunch = fetch_openml(
+                name=name, version=version, data_home=home, as_frame=True, parser="pandas"
+            )
+    except (URLError, OSError) as exc:
+        raise DataError(
+            "name",
+            f"OpenML data set {name!r} (version {version}) is not in the cache "
+            f"{home or '(scikit-learn default)'} and could not be downloaded "
+            f"({type(exc).__name__}); run once with network access or copy the cache",
+        ) from None
+    except ValueError as exc:  # unknown name / version, bad checksum, unreadable file
+        raise DataError("name", f"OpenML data set {name!r}: {str(exc)[:200]}") from None
+    targets = list(bunch.target_names or [])
+    return frame_table(bunch.frame.dropna(), f"OpenML data set {name!r}"), (
+        targets[0] if len(targets) == 1 else ""
+    )
+
+
+def openml_cache_put(
+    data_home: str | Path, name: str, table: Table, target: str, did: int, version: int = 1
+) -> None:
+    """Write a numeric ``table`` into a ``fetch_openml`` cache under ``data_home`` as OpenML data
+    set ``name`` / ``version`` with id ``did`` and default target ``target``: the API answers
+    (name search, description, features, qualities) and the ARFF file, gzipped where
+    ``fetch_openml`` looks for them, with the checksum it verifies. For machines without
+    network (and the tests): afterwards ``kind: openml`` reads ``name`` from the cache."""
+    import gzip
+    import hashlib
+    import json
+
+    root = Path(data_home).expanduser() / "openml" / "openml.org"
+
+    def put(path: str, payload: bytes) -> None:
+        f = root / (path + ".gz")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(gzip.compress(payload))
+
+    cols = list(table)
+    values = [np.asarray(table[c], dtype=float).tolist() for c in cols]
+    lines = [f"@RELATION {name}"] + [f"@ATTRIBUTE {c} NUMERIC" for c in cols] + ["@DATA"]
+    lines += [",".join(repr(v) for v in row) for row in zip(*values, strict=True)]
+    arff = ("\n".join(lines) + "\n").encode()
+    file_id = did + 1
+    api = "api/v1/json/data"
+    dataset = {"did": did, "name": name, "version": version, "status": "active"}
+    put(
+        f"{api}/list/data_name/{name}/limit/2/data_version/{version}",
+        json.dumps({"data": {"dataset": [dataset]}}).encode(),
+    )
+    desc = {
+        "id": str(did),
+        "name": name,
+        "version": str(version),
+        "description": f"{name}, written into the cache by ilnrun",
+        "format": "ARFF",
+        "status": "active",
+        "file_id": str(file_id),
+        "default_target_attribute": target,
+        "url": f"https://www.openml.org/data/v1/download/{file_id}/{name}.arff",
+        "md5_checksum": hashlib.md5(arff).hexdigest(),
+    }
+    put(f"{api}/{did}", json.dumps({"data_set_description": desc}).encode())
+    feats = [
+        {
+            "index": str(i),
+            "name": c,
+            "data_type": "numeric",
+            "is_target": str(c == target).lower(),
+            "is_ignore": "false",
+            "is_row_identifier": "false",
+            "number_of_missing_values": "0",
+        }
+        for i, c in enumerate(cols)
+    ]
+    put(f"{api}/features/{did}", json.dumps({"data_features": {"feature": feats}}).encode())
+    qual = [{"name": "NumberOfInstances", "value": f"{len(values[0])}.0"}]
+    put(f"{api}/qualities/{did}", json.dumps({"data_qualities": {"quality": qual}}).encode())
+    put(f"data/v1/download/{file_id}/{name}.arff", arff)
+
+
+def _example_openml(folder: Path) -> dict:
+    """A small data set written into a cache under ``folder`` (no network needed)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 150)).round(6)
+    openml_cache_put(folder, "ilnrun-example", {"a": a, "b": b, "y": 2 * a - b}, "y", 990101)
+    return {"name": "ilnrun-example", "data_home": str(folder), "T": 60, "n_val": 40}
+
+
+def _openml_target(spec_target: str | None, default: str) -> str:
+    target = spec_target or default
+    if not target:
+        raise DataError("target", "the data set has no single default target: name one")
+    return target
+
+
+def openml(
+    rng: np.random.Generator,
+    *,
+    name: str | None = None,
+    version: int = 1,
+    data_home: str | None = None,
+    target: str | None = None,
+    log_target: bool = False,
+    features: str | list[str] = "all",
+    T: int = 200,
+    n_val: int = 100,
+    n_test: int | str = "rest",
+    standardize: bool = True,
+    center: bool = True,
+) -> Dataset:
+    """An OpenML data set (cached fetch), split and scaled exactly like ``file``."""
+    table, default = openml_table(str(name), version, data_home)
+    target = _openml_target(target, default)
+    table = _log_target(table, target, log_target)
+    X, y, names, sizes = table_arrays(table, features, target, T, n_val, n_test)
+    return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
+
+
+def _check_openml(spec: dict) -> None:
+    if spec["name"] is None:
+        raise DataError("name", "is required: the OpenML data set's name")
+    table, default = openml_table(spec["name"], spec["version"], spec["data_home"])
+    target = _openml_target(spec["target"], default)
+    table = _log_target(table, target, spec["log_target"])
+    table_arrays(table, spec["features"], target, spec["T"], spec["n_val"], spec["n_test"])
+
+
+def _check_plotnine(spec: dict) -> None:
+    table = _log_target(plotnine_table(spec["name"]), spec["target"], spec["log_target"])
+    table_arrays(table, spec["features"], spec["target"], spec["T"], spec["n_val"], spec["n_test"])
+
+
 # ----------------------------------------------------------------------------------------------
 # registry: one spec per dataset
 
@@ -652,6 +899,27 @@ DATASETS: dict[str, DatasetSpec] = {
                     "scale every x to unit norm",
                     label="rows normalized to unit norm",
                 ),
+                _p(
+                    "center",
+                    "bool",
+                    False,
+                    "subtract the training-label mean from every split before scaling (false: "
+                    "the paper's literal setting)",
+                    key_omit=False,
+                    label="labels centred",
+                ),
+                _p(
+                    "rkhs_norm",
+                    "float",
+                    None,
+                    "scale the target to this norm in the RKHS of k(x, x') = x.x'/D instead "
+                    "of scaling labels into [-1, 1] (Theorem 1: choose <= B)",
+                    min=0,
+                    min_exclusive=True,
+                    special=(None,),
+                    key_omit=None,
+                    label="target RKHS norm",
+                ),
             ),
             choices=(
                 "Inputs `x = max(N(0, I_D), 0)`: standard Gaussian with negative values clipped "
@@ -661,6 +929,18 @@ DATASETS: dict[str, DatasetSpec] = {
                 "says only 'a random sparse linear combination of the training points'.",
                 SCALE_CHOICE + " The paper does not say how labels are scaled.",
                 "Rows are not normalized unless `normalize_rows: true`.",
+                "Labels are not centred unless `center: true` (the paper's literal setting). "
+                "With `center: true` the training-label mean is subtracted from every split "
+                "before the scaling, so the zero predictor is the mean predictor. Centring was "
+                "chosen over a bias term because it changes no learner (a bias would add an "
+                "unbudgeted, non-kernel coordinate to all four algorithms and to Theorem 1's "
+                "analysis); the price is that the centred target `a·x − ȳ` is no longer exactly "
+                "in the RKHS of `x·x'/D` (the constant is only approximated by `a·x` on "
+                "non-negative inputs).",
+                "With `rkhs_norm` set, the target is scaled to that norm in the RKHS of "
+                "`k(x, x') = x·x'/D` (`‖a·x‖_H = √D ‖a‖`) instead of the max-label scaling, so a "
+                "comparator ball of radius `B ≥ rkhs_norm` contains it (Theorem 1); labels then "
+                "satisfy `|y| ≤ rkhs_norm · √k(x, x)`.",
                 SHARED_SPLITS,
             ),
         ),
@@ -769,6 +1049,95 @@ DATASETS: dict[str, DatasetSpec] = {
                 *TABLE_CHOICES,
             ),
             check=_problems(_check_diabetes),
+        ),
+        DatasetSpec(
+            name="plotnine",
+            build=plotnine,
+            summary="a table the plotnine package ships, by name (ggplot2's diamonds: 53,940 "
+            "rows; extra 'real')",
+            example=lambda folder: {"name": "mpg", "target": "hwy", "T": 60, "n_val": 40},
+            params=(
+                _p(
+                    "name",
+                    "str",
+                    "diamonds",
+                    "the table, an attribute of plotnine.data (diamonds, txhousing, mpg, ...)",
+                ),
+                _p("target", "str", "price", "the label column"),
+                _p("log_target", "bool", False, "use ln(target) as the label"),
+                _p(
+                    "features",
+                    "strlist",
+                    "all",
+                    "'all' (every numeric or ordered categorical column but the target), "
+                    "comma-separated names or a list of names",
+                ),
+                _T(200, "training rows (one online pass)"),
+                *TABLE_SPLIT_PARAMS,
+            ),
+            choices=(
+                "Data: a table shipped inside the `plotnine` package (`plotnine.data`, ggplot2's "
+                "example data), loaded without a download (`pip install 'ilnrun[real]'`). "
+                "`diamonds` (Wickham, ggplot2): 53,940 diamonds, price in US dollars with carat, "
+                "cut, color, clarity, depth, table and the dimensions x, y, z.",
+                "Rows with a missing value are dropped; numeric columns are used as they are; "
+                "ordered categorical columns (diamonds' cut, color, clarity) become their "
+                "category codes 0, 1, ... in the declared order; other columns are left out.",
+                "With `log_target: true` the label is `ln(target)` (for diamonds the usual "
+                "choice: prices are right-skewed, 326–18,823).",
+                *TABLE_CHOICES,
+            ),
+            check=_problems(_check_plotnine),
+        ),
+        DatasetSpec(
+            name="openml",
+            build=openml,
+            example=_example_openml,
+            summary="a public OpenML data set by name, through scikit-learn's fetch_openml, "
+            "cached on disk (extra 'real'; the first use needs network access)",
+            params=(
+                _p("name", "str", None, "the OpenML data set's name (required)", special=(None,)),
+                _p(
+                    "version",
+                    "int",
+                    1,
+                    "the data set's version (OpenML versions never change)",
+                    min=1,
+                ),
+                _p(
+                    "data_home",
+                    "str",
+                    None,
+                    "cache folder of fetch_openml (default: scikit-learn's, ~/scikit_learn_data)",
+                    special=(None,),
+                ),
+                _p(
+                    "target",
+                    "str",
+                    None,
+                    "the label column (default: the data set's default target)",
+                    special=(None,),
+                ),
+                _p("log_target", "bool", False, "use ln(target) as the label"),
+                _p(
+                    "features",
+                    "strlist",
+                    "all",
+                    "'all' (every numeric or ordered categorical column but the target), "
+                    "comma-separated names or a list of names",
+                ),
+                _T(200, "training rows (one online pass)"),
+                *TABLE_SPLIT_PARAMS,
+            ),
+            choices=(
+                "Data: an OpenML data set fetched by name and version with scikit-learn's "
+                "`fetch_openml` (ARFF parsed by pandas) and cached under `data_home`; a given "
+                "name and version always denote the same data.",
+                "Rows with a missing value are dropped; numeric columns are used as they are; "
+                "ordered categorical columns become their codes; other columns are left out.",
+                *TABLE_CHOICES,
+            ),
+            check=_problems(_check_openml),
         ),
     )
 }

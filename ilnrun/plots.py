@@ -1,10 +1,13 @@
 """Figures from a results directory (``summary.csv``, ``curves.csv``, ``config.yaml``).
 
 - ``figure1``: selected test loss against the experiment's x axis, one panel per budget
-  (``dsgd_k``), 95% t-interval bands, the exact-kernel oracle dashed in every panel.
+  (``dsgd_k``), 95% t-interval bands, the exact-kernel oracle dashed in every panel, the mean
+  predictor (training-label mean, docs/protocol.md §8) as a grey dash-dotted line, and a
+  learner's Algorithm-2 test loss (what a user without the kernel gets) dotted in its colour.
 - ``curves``: running mean online loss against round ``t`` (mean over repetitions, band
   95% t-interval), rows = budgets, columns = at most three x-axis values.
-- ``budget_sweep`` (only with two or more budgets): test loss against the budget target.
+- ``budget_sweep`` (only with two or more budgets): test loss against the budget target, with
+  the same mean-predictor and Algorithm-2 lines.
 
 The x axis is the first ``dataset`` key (config order) with more than one value in
 ``summary.csv``; failing that ``dsgd_k``; failing that a single categorical point. Dataset keys
@@ -36,6 +39,10 @@ from .stats import t975
 # these cycles, reference learners are black and dashed.
 COLOR_CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
 MARKER_CYCLE = ("o", "s", "^", "v", "P", "X", "*")
+# reference learners: black dashed, then dark grey dash-dot-dotted
+REF_COLORS = ("black", "#555555")
+REF_MARKERS = ("D", "*")
+REF_LINES = ("--", (0, (6, 2, 1, 2, 1, 2)))
 BUDGET_AXIS = "budget: Doubly SGD features per round k"
 
 
@@ -43,15 +50,16 @@ def styles() -> dict[str, dict[str, Any]]:
     """Label, colour, marker, line style and horizontal offset of every registered learner."""
     out: dict[str, dict[str, Any]] = {}
     compared = competitors()
+    refs = [n for n in LEARNERS if n not in compared]
     n = len(LEARNERS)
     for i, (name, spec) in enumerate(LEARNERS.items()):
         ref = spec.role == "reference"
-        j = compared.index(name) if not ref else 0
+        j = compared.index(name) if not ref else refs.index(name)
         out[name] = {
             "label": spec.label,
-            "color": "black" if ref else COLOR_CYCLE[j % len(COLOR_CYCLE)],
-            "marker": "D" if ref else MARKER_CYCLE[j % len(MARKER_CYCLE)],
-            "linestyle": "--" if ref else "-",
+            "color": REF_COLORS[j % 2] if ref else COLOR_CYCLE[j % len(COLOR_CYCLE)],
+            "marker": REF_MARKERS[j % 2] if ref else MARKER_CYCLE[j % len(MARKER_CYCLE)],
+            "linestyle": REF_LINES[j % 2] if ref else "-",
             "dodge": 0.08 * (i - (n - 1) / 2),
             "reference": ref,
         }
@@ -302,10 +310,17 @@ def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
-    order = [s["label"] for s in styles().values() if s["label"] in handles]
+    known = [s["label"] for s in styles().values()]
+    order = [k for k in known if k in handles] + [k for k in handles if k not in known]
     if order:
-        ncol = len(order) if width >= 9 else 2
-        fig.legend([handles[k] for k in order], order, loc="outside lower center", ncol=ncol)
+        ncol = min(len(order), max(2, int(width / 4.6)))  # long labels: about 4.6 in each
+        fig.legend(
+            [handles[k] for k in order],
+            order,
+            loc="outside lower center",
+            ncol=ncol,
+            fontsize="medium" if width >= 9 else "small",
+        )
 
 
 def _empty(ax: Axes) -> None:
@@ -325,7 +340,7 @@ def _figure1(data: _Data) -> Figure:
     fig, axes = _grid(len(panels), nfacets if 1 < nfacets <= MAX_COLS else MAX_COLS)
     xs = data.x_values()
     pos, ticklabels = _positions(xs)
-    log = _use_log(s["test_loss_mean"])
+    log = _use_log(_drawn_losses(s))
     for ax, (k, facet) in zip(axes, panels, strict=True):
         rows = _select(s, facet)
         budget_rows = rows[rows["method"].isin(data.compared)]
@@ -335,11 +350,15 @@ def _figure1(data: _Data) -> Figure:
         for method in data.compared:
             r = budget_rows[budget_rows["method"] == method]
             drawn |= _plot_vs_x(ax, data, r, method, xs, pos, log)
+        for method in data.compared:
+            r = budget_rows[budget_rows["method"] == method]
+            _plot_vs_x(ax, data, r, method, xs, pos, log, metric=ESTIMATED)
         for ref in data.references:
             oracle = rows[rows["method"] == ref]
             if data.x == "dsgd_k" and len(oracle):  # a reference does not depend on the budget
                 oracle = pd.concat([oracle.iloc[[0]]] * len(xs)).assign(dsgd_k=xs)
             drawn |= _plot_vs_x(ax, data, oracle, ref, xs, pos, log)
+        _mean_line_vs_x(ax, data, rows, xs, pos)
         if k is not None:
             title = _budget_text(budget_rows, k)
         else:
@@ -367,6 +386,52 @@ def _figure1(data: _Data) -> Figure:
     return fig
 
 
+def _estimated_style(data: _Data, method: str) -> dict[str, Any]:
+    """The learner's colour, dotted, labelled as its Algorithm-2 test loss with ``m_test``."""
+    m_test = data.cfg.get("evaluation", {}).get("m_test")
+    return {
+        **data.style[method],
+        "linestyle": ":",
+        "label": f"{data.style[method]['label']}, Algorithm-2 test estimates (m_test={m_test})",
+    }
+
+
+MEAN_STYLE = {
+    "label": "mean predictor (training-label mean)",
+    "color": "grey",
+    "marker": None,
+    "linestyle": "-.",
+    "reference": True,
+}
+
+
+def _mean_line_vs_x(
+    ax: Axes, data: _Data, rows: pd.DataFrame, xs: list[Any], pos: np.ndarray
+) -> None:
+    """The best constant predictor's test loss (data only: one value per x), a grey line."""
+    col = "test_loss_const_mean"
+    if col not in rows or not rows[col].notna().any():
+        return
+    if data.x is None or data.x == "dsgd_k":
+        v = rows[col].dropna().iloc[0]
+        ax.axhline(v, color="grey", linestyle="-.", linewidth=1.3, label=MEAN_STYLE["label"])
+        return
+    per_x = rows.dropna(subset=[col]).groupby(data.x)[col].first()
+    x = np.array([pos[xs.index(v)] for v in per_x.index if v in xs])
+    ax.plot(
+        x, per_x.to_numpy(), color="grey", linestyle="-.", linewidth=1.3, label=MEAN_STYLE["label"]
+    )
+
+
+ESTIMATED = "test_loss_estimated"
+
+
+def _drawn_losses(s: pd.DataFrame) -> np.ndarray:
+    """Every loss a test-loss panel draws (learners, Algorithm-2 estimates, mean predictor)."""
+    cols = [c for c in ("test_loss_mean", f"{ESTIMATED}_mean", "test_loss_const_mean") if c in s]
+    return s[cols].to_numpy(dtype=float).ravel()
+
+
 def _plot_vs_x(
     ax: Axes,
     data: _Data,
@@ -375,10 +440,16 @@ def _plot_vs_x(
     xs: list[Any],
     pos: np.ndarray,
     log: bool,
+    metric: str = "test_loss",
 ) -> bool:
-    """Plot ``rows``' test loss at the positions of their x values; False if nothing to draw."""
-    if rows.empty:
+    """Plot ``rows``' ``metric`` (the test loss, or with ``metric=ESTIMATED`` the Algorithm-2
+    test loss, dotted) at the positions of their x values; False if nothing to draw."""
+    col = f"{metric}_mean"
+    if col in rows:
+        rows = rows[rows[col].notna()]
+    if rows.empty or col not in rows:
         return False
+    style = data.style[method] if metric == "test_loss" else _estimated_style(data, method)
     if data.x is None:  # one categorical point: methods side by side
         x = np.array([data.style[method]["dodge"]])
         rows = rows.iloc[[0]]
@@ -388,9 +459,10 @@ def _plot_vs_x(
     _band(
         ax,
         x,
-        rows["test_loss_mean"].to_numpy(),
-        rows["test_loss_ci95"].to_numpy(),
-        data.style[method],
+        rows[col].to_numpy(),
+        rows[f"{metric}_ci95"].to_numpy(),
+        style,
+        markers=metric == "test_loss",
         log=log,
     )
     return True
@@ -435,6 +507,15 @@ def _curves(data: _Data) -> Figure:
                 log=log,
             )
             drawn = True
+        ref = _select(data.summary, where)
+        if drawn and "test_loss_const_mean" in ref and ref["test_loss_const_mean"].notna().any():
+            ax.axhline(  # for scale: the mean predictor's test loss at this setting
+                ref["test_loss_const_mean"].dropna().iloc[0],
+                color="grey",
+                linestyle="-.",
+                linewidth=1.3,
+                label=MEAN_STYLE["label"],
+            )
         parts = [f"budget k={k}" if k is not None else "", _facet_text(facet)]
         if v is not None:
             parts.append(data.x_text(v))
@@ -475,7 +556,7 @@ def _budget_sweep(data: _Data) -> Figure:
     )
     settings = _spread(settings, 6)
     fig, axes = _grid(len(settings), MAX_COLS)
-    log = _use_log(s["test_loss_mean"])
+    log = _use_log(_drawn_losses(s))
     unit = _unit(s[data.budgeted])
     for ax, where in zip(axes, settings, strict=True):
         rows = _select(s, where)
@@ -493,6 +574,27 @@ def _budget_sweep(data: _Data) -> Figure:
                 log=log,
             )
             drawn = True
+        for method in data.compared:
+            r = rows[rows["method"] == method].sort_values("budget_target")
+            if f"{ESTIMATED}_mean" in r and r[f"{ESTIMATED}_mean"].notna().any():
+                r = r[r[f"{ESTIMATED}_mean"].notna()]
+                _band(
+                    ax,
+                    r["budget_target"].to_numpy(dtype=float),
+                    r[f"{ESTIMATED}_mean"].to_numpy(),
+                    r[f"{ESTIMATED}_ci95"].to_numpy(),
+                    _estimated_style(data, method),
+                    markers=False,
+                    log=log,
+                )
+        if "test_loss_const_mean" in rows and rows["test_loss_const_mean"].notna().any():
+            ax.axhline(
+                rows["test_loss_const_mean"].dropna().iloc[0],
+                color="grey",
+                linestyle="-.",
+                linewidth=1.3,
+                label=MEAN_STYLE["label"],
+            )
         for ref in data.references:
             oracle = rows[rows["method"] == ref]
             if oracle.empty:

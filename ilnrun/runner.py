@@ -104,7 +104,14 @@ def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Ge
     """
     out = {
         k: math.nan
-        for k in ("val_loss", "test_loss", "test_loss_avg", "test_loss_estimated", "test_nmse")
+        for k in (
+            "val_loss",
+            "test_loss",
+            "test_loss_avg",
+            "test_loss_estimated",
+            "test_nmse",
+            "test_nmse_estimated",
+        )
     }
     out.update(test_evals=0, eval_mode="exact")
     d, fmap = inst.data, inst.fmap
@@ -140,15 +147,54 @@ def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Ge
                 else p.predict_estimated(d.X_train, d.X_test[:n_est], fmap, m_test, rng)
             )
             out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
+            var = float(np.var(d.y_test[:n_est]))
+            out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
     out["val_loss"] = _half_sq(val, d.y_val)
     out["test_loss"] = _half_sq(test, d.y_test)
     out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
     return out
 
 
-def reference_losses(data: Dataset) -> dict:
-    """Test loss of the zero predictor, ``½ mean y²`` (the starting point of every learner)."""
-    return {"test_loss_zero": _half_sq(np.zeros_like(data.y_test), data.y_test)}
+def reference_losses(data: Dataset, evaluation: dict | None = None) -> dict:
+    """The yardsticks of every cell (docs/protocol.md §8), from the data alone:
+
+    - ``test_loss_zero``: the zero predictor, ``½ mean y_test²`` (where every learner starts);
+    - ``test_loss_const``: the best constant predictor a learner could know, the training-label
+      mean ``ȳ_train`` predicted everywhere, ``½ mean (ȳ_train − y_test)²``;
+    - ``test_nmse_const``: its NMSE, ``mean (ȳ_train − y_test)² / var(y_test)`` (just above 1:
+      1 is the test-label mean, which no learner can know);
+    - ``test_loss_const_subset``: the same constant on the first ``n_test_estimated`` test points,
+      the points of ``test_loss_estimated`` (so the two pair exactly).
+    """
+    y, ybar = data.y_test, float(np.mean(data.y_train))
+    const = np.full_like(y, ybar)
+    var = float(np.var(y))
+    out = {
+        "test_loss_zero": _half_sq(np.zeros_like(y), y),
+        "test_loss_const": _half_sq(const, y),
+        "test_nmse_const": float(np.mean((const - y) ** 2) / var) if var > 0 else math.nan,
+    }
+    if evaluation is not None:
+        n_est = evaluation["n_test_estimated"]
+        n_est = len(y) if n_est == "all" else min(n_est, len(y))
+        out["test_loss_const_subset"] = _half_sq(const[:n_est], y[:n_est])
+    return out
+
+
+# A test loss more than this many times the zero predictor's marks the cell diverged
+# (docs/protocol.md §4): a learner that starts at f = 0 and ends a hundred times worse than
+# where it started has not learned, whatever its pass reported.
+DIVERGED_FACTOR = 100.0
+
+
+def blown_up(test_loss: float, test_loss_zero: float) -> bool:
+    """The divergence rule on test losses: ``test_loss > DIVERGED_FACTOR · test_loss_zero``
+    (never true when the zero predictor's loss is 0 or not finite)."""
+    return (
+        math.isfinite(test_loss_zero)
+        and test_loss_zero > 0
+        and test_loss > DIVERGED_FACTOR * test_loss_zero
+    )
 
 
 def curve_points(T: int, n: int) -> np.ndarray:
@@ -261,7 +307,7 @@ def finish_cell(
     row.update(res.counters)
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
-    row.update(reference_losses(inst.data))
+    row.update(reference_losses(inst.data, cfg["evaluation"]))
     if res.predictor is not None:  # None: the pass raised
         diag, why = _guarded("diagnostics", diagnostics, spec, cfg, res, inst, args, T)
         row.update(diag or {})
@@ -306,13 +352,19 @@ def _guarded(stage: str, fn, *args, **kwargs) -> tuple:
 
 def _mark_diverged(row: dict, res: FitResult, reason: str | None) -> None:
     """Set ``diverged`` and ``diverged_reason``: a numeric error (``reason``), the learner's own
-    divergence stop, or a non-finite validation / test loss; a diverged cell's losses are
-    infinite."""
+    divergence stop, a non-finite validation / test loss, or a test loss above
+    ``DIVERGED_FACTOR`` times the zero predictor's (:func:`blown_up`); a diverged cell's losses
+    are infinite."""
     if reason is None and res.diverged:
         reason = "diverged in fit"
     for key in ("val_loss", "test_loss"):
         if reason is None and not math.isfinite(row[key]):
             reason = f"{'nan' if math.isnan(row[key]) else 'infinite'} {key} in evaluation"
+    if reason is None and blown_up(row["test_loss"], row.get("test_loss_zero", math.nan)):
+        reason = (
+            f"test loss {row['test_loss']:.3g} > {DIVERGED_FACTOR:g} × the zero predictor's "
+            f"{row['test_loss_zero']:.3g}"
+        )
     row["diverged_reason"] = reason
     if reason is not None:
         row.update(

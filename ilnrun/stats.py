@@ -85,3 +85,54 @@ def claim_verdict(words: list[str]) -> str:
     if sig_higher == 0 and sig_lower == 0:
         return "no significant difference"
     return "mixed"
+
+
+# ----------------------------------------------------------------------------------------------
+# the mean predictor as a yardstick (docs/protocol.md §8)
+
+# claim_verdict's words for "learner − best constant predictor", in plain words
+AGAINST_MEAN = {
+    "holds": "beats the mean predictor",
+    "holds in direction, not always significantly": "below the mean predictor, not always "
+    "significantly",
+    "does not hold": "worse than predicting the mean",
+    "no significant difference": "not distinguishable from predicting the mean",
+    "mixed": "mixed against the mean predictor",
+    "nothing to compare": "nothing to compare",
+}
+
+
+def against_mean(words: list[str]) -> str:
+    """The verdict of ``learner − mean predictor`` (per-setting :func:`verdict_word` words) in
+    plain words: :func:`claim_verdict` read with the mean predictor as the other side."""
+    return AGAINST_MEAN[claim_verdict(words)]
+
+
+def beats_mean(p: dict) -> bool:
+    """Whether a paired difference ``learner − mean predictor`` is significantly negative."""
+    return p["n"] > 0 and not math.isnan(p["mean"]) and p["mean"] < 0 and significant(p)
+
+
+# ----------------------------------------------------------------------------------------------
+# log-log slopes (Theorem 1: regret = O(B sqrt(T)), a slope of at most 1/2)
+
+
+def loglog_slope(x: Iterable[float], y: Iterable[float]) -> float:
+    """Least-squares slope of ``log y`` against ``log x`` over the points with ``x, y > 0``
+    (NaN with fewer than two such points or a single distinct ``x``)."""
+    x, y = np.asarray(list(x), dtype=float), np.asarray(list(y), dtype=float)
+    ok = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 2 or len(np.unique(x[ok])) < 2:
+        return math.nan
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+def slope_interval(per_rep: dict[object, tuple[list[float], list[float]]]) -> dict[str, float]:
+    """A log-log slope with a 95% interval over repetitions: the slope of every repetition's
+    own ``(x, y)`` points (:func:`loglog_slope`), then the Student-t interval of their mean
+    (:func:`mean_ci`). Repetitions whose slope is undefined (too few positive points) are left
+    out and counted in ``dropped``. Returns ``mean``, ``ci95``, ``std``, ``n``, ``dropped``."""
+    slopes = [loglog_slope(x, y) for x, y in per_rep.values()]
+    ok = [s for s in slopes if not math.isnan(s)]
+    st = mean_ci(ok)
+    return {**st, "dropped": len(slopes) - len(ok)}

@@ -99,3 +99,17 @@ def test_plot_writes_figure1(finished_run):
     assert res.exit_code == 0, res.output
     assert (out / "figure1.png").is_file()
     assert (out / "figure1.png").stat().st_size > 0
+
+
+def test_test_loss_figures_draw_the_mean_predictor_and_the_algorithm2_loss(finished_run):
+    """figure1 and budget_sweep carry the mean-predictor line and Shrinking Gradient's
+    Algorithm-2 test loss with its m_test, labelled in the legend."""
+    from ilnrun import plots
+
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    data = plots._Data.load(Path(out))
+    fig = plots._figure1(data)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert plots.MEAN_STYLE["label"] in labels
+    assert any("Algorithm-2 test estimates (m_test=50)" in x for x in labels)

@@ -418,3 +418,87 @@ def test_end_to_end_diabetes_fourier(tmp_path):
     ds = {"kind": "diabetes", "T": 30, "n_val": 20, "n_test": 20}
     runs = _check_run(*_run(tmp_path, ds, {"kind": "fourier", "sigma": "median"}))
     assert (runs["T"] == 30).all()
+
+
+def test_clipped_gaussian_center_and_rkhs_norm_options():
+    """``center`` zeroes the training-label mean (same inputs, same draws); ``rkhs_norm`` scales
+    the target to that norm in the RKHS of x.x'/D, checked against the kernel expansion
+    f = D sum_j c_j k(x_j, .), whose squared norm is D^2 c^T K_SS c."""
+    from ilnrun.data import clipped_gaussian
+
+    kw = dict(D=30, T=40, n_val=10, n_test=20, sparsity=4)
+    base = clipped_gaussian(np.random.default_rng(3), **kw)
+    cen = clipped_gaussian(np.random.default_rng(3), center=True, **kw)
+    np.testing.assert_array_equal(base.X_train, cen.X_train)
+    assert abs(cen.y_train.mean()) < 1e-12 and np.abs(cen.y_train).max() == pytest.approx(1.0)
+    # centring is a shift then a scale of the same labels
+    shifted = base.y_test - base.y_train.mean()
+    np.testing.assert_allclose(
+        cen.y_test, shifted / np.abs(base.y_train - base.y_train.mean()).max()
+    )
+
+    normed = clipped_gaussian(np.random.default_rng(3), rkhs_norm=0.7, **kw)
+    rng = np.random.default_rng(3)  # redraw the target to check the norm by the kernel
+    X = np.maximum(rng.standard_normal((70, 30)), 0.0)
+    S = rng.choice(40, size=4, replace=False)
+    c = rng.standard_normal(4)
+    K_SS = X[S] @ X[S].T / 30
+    norm = np.sqrt(30**2 * c @ K_SS @ c)
+    np.testing.assert_allclose(normed.y_train, (X[:40] @ (c @ X[S])) * 0.7 / norm)
+    assert normed.info["target_rkhs_norm"] == pytest.approx(0.7)
+    kxx = np.einsum("ij,ij->i", X[:40], X[:40]) / 30  # Cauchy-Schwarz: |y| <= norm sqrt(k(x, x))
+    assert (np.abs(normed.y_train) <= 0.7 * np.sqrt(kxx) + 1e-12).all()
+
+
+def test_new_clipped_gaussian_options_at_their_defaults_keep_every_cell_id():
+    from conftest import tiny_config
+
+    from ilnrun import config as C
+
+    plain = C.resolve(tiny_config())
+    explicit = C.resolve(tiny_config(**{"dataset.center": False, "dataset.rkhs_norm": None}))
+    assert [c.id for c in C.cells(plain)] == [c.id for c in C.cells(explicit)]
+
+
+def test_plotnine_diamonds_loads_by_name_with_ordered_codes_and_log_target():
+    pytest.importorskip("plotnine")
+    from ilnrun.data import DataError, build_dataset, plotnine_table
+
+    table = plotnine_table("diamonds")
+    assert len(table["price"]) == 53_940
+    # cut is ordered Fair < Good < Very Good < Premium < Ideal: codes 0..4
+    assert set(np.unique(table["cut"])) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    spec = {
+        "kind": "plotnine",
+        "name": "diamonds",
+        "target": "price",
+        "log_target": True,
+        "features": "all",
+        "T": 500,
+        "n_val": 100,
+        "n_test": 200,
+        "standardize": True,
+        "center": True,
+    }
+    d = build_dataset(spec, np.random.default_rng(0))
+    assert d.X_train.shape == (500, 9) and len(d.y_test) == 200
+    assert abs(d.y_train.mean()) < 1e-12 and np.abs(d.y_train).max() == pytest.approx(1.0)
+    # the labels are ln(price) of the drawn rows, centred and scaled
+    rows = d.info["rows"][:500]
+    raw = np.log(table["price"][rows])
+    np.testing.assert_allclose(d.y_train, (raw - raw.mean()) / np.abs(raw - raw.mean()).max())
+    with pytest.raises(DataError, match="ships no table"):
+        plotnine_table("no_such_table")
+
+
+def test_plotnine_kind_says_how_to_install_when_missing(monkeypatch):
+    import importlib.util
+
+    from ilnrun.data import DataError, plotnine_table
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "plotnine" else real(n, *a)
+    )
+    with pytest.raises(DataError, match=r"ilnrun\[real\]"):
+        plotnine_table("diamonds")

@@ -151,3 +151,76 @@ def test_summary_when_every_setting_failed():
     runs["diverged"] = True
     summary = summarize(select(runs, ["D"]), ["D"])
     assert summary.iloc[0]["n"] == 0 and pd.isna(summary.iloc[0]["setting"])
+
+
+# ----------------------------------------------------------------------------------------------
+# the mean predictor as a yardstick, and log-log slopes
+
+
+@pytest.mark.parametrize(
+    ("words", "plain"),
+    [
+        (["X lower (significant)"] * 3, "beats the mean predictor"),
+        (
+            ["X higher (significant)", "X higher (not significant)"],
+            "worse than predicting the mean",
+        ),
+        (["X higher (not significant)"], "not distinguishable from predicting the mean"),
+        (["no data", "no data"], "nothing to compare"),
+        ([], "nothing to compare"),
+    ],
+)
+def test_against_mean_reads_the_claim_verdict_in_plain_words(words, plain):
+    from ilnrun.stats import against_mean
+
+    assert against_mean(words) == plain
+
+
+def test_beats_mean_needs_a_significantly_negative_difference():
+    from ilnrun.stats import beats_mean
+
+    assert beats_mean({"n": 5, "mean": -1.0, "ci": 0.5})
+    assert not beats_mean({"n": 5, "mean": -1.0, "ci": 2.0})
+    assert not beats_mean({"n": 5, "mean": 1.0, "ci": 0.5})
+    assert not beats_mean({"n": 0, "mean": math.nan, "ci": math.nan})
+
+
+def test_loglog_slope_recovers_a_power_law_and_skips_non_positive_points():
+    from ilnrun.stats import loglog_slope
+
+    T = np.array([100.0, 200, 400, 800, 1600])
+    assert loglog_slope(T, 3.0 * T**0.5) == pytest.approx(0.5, abs=1e-12)
+    y = 2.0 * T**0.25
+    y[0] = -1.0  # left out
+    assert loglog_slope(T, y) == pytest.approx(0.25, abs=1e-12)
+    assert math.isnan(loglog_slope([100.0, 200.0], [1.0, -1.0]))
+
+
+def test_slope_interval_is_the_t_interval_of_per_repetition_slopes():
+    """Per-repetition slopes of noisy power laws: the interval is t_{0.975, n-1} s / sqrt(n) of
+    those slopes, and it covers the true exponent (seeded; with 20 repetitions and noise sd
+    0.05 on log y over 5 points the slope's sd is 0.05 / sqrt(sum (log T - mean)^2) ~ 0.034,
+    so the half-width is ~ 2.09 * 0.034 / sqrt(20) ~ 0.016; we allow 4 of those)."""
+    from ilnrun.stats import loglog_slope, slope_interval
+
+    rng = np.random.default_rng(0)
+    T = np.array([100.0, 200, 400, 800, 1600])
+    per = {r: (T, T**0.5 * np.exp(0.05 * rng.standard_normal(5))) for r in range(20)}
+    per[99] = (T[:1], T[:1])  # one point: no slope, dropped
+    s = slope_interval(per)
+    slopes = np.array([loglog_slope(x, y) for r, (x, y) in per.items() if r != 99])
+    assert s["n"] == 20 and s["dropped"] == 1
+    assert s["mean"] == pytest.approx(slopes.mean())
+    assert s["ci95"] == pytest.approx(t975(19) * slopes.std(ddof=1) / math.sqrt(20))
+    assert abs(s["mean"] - 0.5) < 4 * 0.016
+    assert abs(s["mean"] - 0.5) < s["ci95"] * 2
+
+
+def test_regret_slope_windows_are_decades_then_the_whole_range():
+    from ilnrun.report.sections.theory import decades
+
+    Ts = [100, 200, 400, 800, 1600, 3200]
+    assert decades(Ts) == [(100.0, 1000.0), (1000.0, 10000.0), (100, 3200)]
+    assert decades([100, 200, 400]) == [(100.0, 1000.0), (100, 400)]
+    assert decades([1000, 10000]) == [(1000.0, 10000.0)]  # one decade is the whole range
+    assert decades([100]) == []

@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 from .base import BudgetSize, FitResult, LearnerSpec
 
-MODULES = ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd")
+MODULES = ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd", "kernel_ridge")
 
 
 def _load() -> dict[str, LearnerSpec]:

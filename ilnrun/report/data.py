@@ -12,7 +12,15 @@ import pandas as pd
 import yaml
 
 from ..learners import LEARNERS, competitors
-from ..stats import claim_verdict, mean_ci, paired_difference, verdict_word
+from ..stats import (
+    against_mean,
+    beats_mean,
+    claim_verdict,
+    mean_ci,
+    paired_difference,
+    significant,
+    verdict_word,
+)
 
 
 def fmt(mean: float | None, ci: float | None, digits: int = 4) -> str:
@@ -79,6 +87,22 @@ def paired(
     return paired_difference(la, lb)
 
 
+def against(
+    runs: pd.DataFrame, method: str, keys: dict, metric: str = "test_loss", const: str = ""
+) -> dict:
+    """Mean and 95% CI of ``metric − const`` over the repetitions of ``method``'s selected
+    setting (both columns of the same rows: paired by construction). ``const`` defaults to
+    the best constant predictor's loss on the points ``metric`` was measured on."""
+    const = const or CONST_OF.get(metric, "test_loss_const")
+    rows = pick(runs, method, keys, None).set_index("repetition")
+    if metric not in rows or const not in rows:
+        return {"n": 0, "mean": math.nan, "ci": math.nan}
+    return paired_difference(rows[metric], rows[const])
+
+
+# the best-constant loss on the same test points as a test loss
+CONST_OF = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
+
 # (metric, selection rule for pick(), description) of the claims checked
 COMPARISONS = (
     ("test_loss", None, "test loss (settings selected on validation loss)"),
@@ -118,11 +142,74 @@ class ReportData:
             s = s[s[self.xa] == x]
         return s
 
-    def cell(self, method: str, metric: str, k: int | None, x: Any) -> str:
+    def cell(self, method: str, metric: str, k: int | None, x: Any, flag: bool = False) -> str:
+        """``mean ± ci`` of a selected setting; ``all settings diverged`` when the group has no
+        selected setting; with ``flag`` the mark of :meth:`mean_flag` appended."""
         s = self.summary_rows(method, k, x)
+        if len(s) and int(s["n"].fillna(0).iloc[0]) == 0:
+            return "all settings diverged"
         if not len(s) or f"{metric}_mean" not in s:
             return "—"
-        return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+        out = fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+        versus = "test_loss" if metric == "test_nmse" else metric  # same comparison
+        return out + (self.mean_flag(method, k, x, versus) if flag else "")
+
+    @property
+    def has_const(self) -> bool:
+        """Whether the results carry the best-constant yardstick (written since it exists)."""
+        return "test_loss_const" in self.runs
+
+    def vs_mean(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> dict:
+        """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x)."""
+        keys = self.keys(k if method in self.compared else None, x)
+        return against(self.runs, method, keys, metric)
+
+    def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
+        """``''`` when the selected setting beats the mean predictor significantly (paired, 95%),
+        `` ‡`` when it is significantly worse, `` †`` otherwise (not distinguishable)."""
+        if not self.has_const:
+            return ""
+        p = self.vs_mean(method, k, x, metric)
+        if p["n"] == 0 or beats_mean(p):
+            return ""
+        return " ‡" if significant(p) else " †"
+
+    def mean_rows(self, metric: str = "test_loss") -> list[tuple[str, int | None, list, str]]:
+        """(learner, budget, paired results per x, plain verdict) of 'the learner's ``metric``
+        is below the best constant predictor's', for every learner that has the metric."""
+        out = []
+        if not self.has_const:
+            return out
+        for m in self.methods:
+            rows = self.runs[self.runs["method"] == m]
+            if metric not in rows or not rows[metric].notna().any():
+                continue  # a metric this learner does not have (diverged losses are inf)
+            for k in self.ks if m in self.compared and self.ks else [None]:
+                ps = [self.vs_mean(m, k, x, metric) for x in self.xs]
+                words = [verdict_word(p, short(m)) for p in ps]
+                out.append((m, k, ps, against_mean(words)))
+        return out
+
+    def edges(self, method: str, k: int | None) -> list[str]:
+        """``key=value`` of every numeric hyperparameter whose selected value (at any dataset
+        setting) is the smallest or largest of a grid of three or more values: the best
+        value may lie outside the grid."""
+        grid = self.cfg["methods"].get(method, {})
+        s = self.summary[self.summary["method"] == method]
+        if k is not None and method in self.compared:
+            s = s[s["dsgd_k"] == k]
+        out = []
+        for key, values in grid.items():
+            if not isinstance(values, list) or key not in s:
+                continue
+            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(nums) < 3:  # with two values every choice is an edge: nothing learned
+                continue
+            chosen = set(s[key].dropna())
+            for v in sorted(chosen & {min(nums), max(nums)}):
+                side = "smallest" if v == min(nums) else "largest"
+                out.append(f"{key}={v:g} ({side} of the grid)")
+        return out
 
     def verdict_rows(
         self, metric: str, by: str | None = None
@@ -153,6 +240,21 @@ class ReportData:
                 row[f"{metric}_mean"], row[f"{metric}_ci95"] = st["mean"], st["ci95"]
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def regret_raw(self) -> list[tuple[str, str, pd.DataFrame]]:
+        """The rows behind :meth:`regret_groups` (one per repetition and T), same groups."""
+        out = []
+        if "regret" not in self.runs:
+            return out
+        runs = self.runs[self.runs["regret"].notna()]
+        for m in self.methods:
+            r = runs[runs["method"] == m]
+            if m in self.proposed:
+                groups = list(r.groupby("setting", sort=False))
+            else:
+                groups = [("setting selected on validation loss per T", r[r["selected"]])]
+            out += [(m, setting, g) for setting, g in groups if len(g)]
+        return out
 
     def regret_groups(self) -> list[tuple[str, str, pd.DataFrame]]:
         """Per-T regret statistics (mean, 95% CI over repetitions): every grid setting of the

@@ -1,13 +1,64 @@
-"""The headline: one line per claim checked, collapsed over budgets, then theory findings."""
+"""The headline: one line per claim checked, collapsed over budgets; where every learner stands
+against the mean predictor, per budget, in plain words; then theory findings."""
 
 from __future__ import annotations
+
+import math
 
 from ..data import COMPARISONS, ReportData, label
 from .theory import slope_sentence
 
 
+def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
+    """``NMSE 0.31–0.45`` over the x values of a learner's selected settings (means)."""
+    col = f"{metric}_mean"
+    vals = []
+    for x in r.xs:
+        s = r.summary_rows(m, k if m in r.compared else None, x)
+        if len(s) and col in s and math.isfinite(v := float(s[col].iloc[0])):
+            vals.append(v)
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    return f"NMSE {lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"NMSE {lo:.3g}–{hi:.3g}"
+
+
+def mean_lines(r: ReportData) -> list[str]:
+    """Per budget: each learner against the mean predictor (test loss, paired), with its NMSE."""
+    if not r.has_const:
+        return []
+    exact = r.mean_rows("test_loss")
+    est = {(m, k): v for m, k, _, v in r.mean_rows("test_loss_estimated")}
+    where = f" at every {r.xa} unless said" if r.xa else ""
+    L = []
+    for k in r.ks or [None]:
+        parts = []
+        for m, kk, _, v in exact:
+            if kk != k and not (kk is None and m not in r.compared):
+                continue
+            span = _nmse_span(r, m, kk, "test_nmse")
+            if v == "nothing to compare":
+                v = "nothing to compare (no selected setting: every setting diverged)"
+            text = f"{label(m)}: {v}" + (f" ({span})" if span else "")
+            if (m, kk) in est:
+                span2 = _nmse_span(r, m, kk, "test_nmse_estimated")
+                text += f", and with Algorithm-2 test estimates (no kernel) {est[(m, kk)]}" + (
+                    f" ({span2})" if span2 else ""
+                )
+            parts.append(text)
+        if parts:
+            at = f"At k = {k}" if k is not None else "Overall"
+            L.append(
+                f"- {at}, against the mean predictor (exact test loss{where}): "
+                + "; ".join(parts)
+                + "."
+            )
+    return L
+
+
 def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
+    L += mean_lines(r)
     for metric, by, what in COMPARISONS:
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:
@@ -24,6 +75,18 @@ def render(r: ReportData) -> list[str]:
                     L.append(
                         f"- {label(subject)} reaches a lower {what} than {label(other)}: {parts}."
                     )
+    edges = [
+        f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {', '.join(e)}"
+        for m in r.methods
+        for k in (r.ks if m in r.compared and r.ks else [None])
+        if (e := r.edges(m, k))
+    ]
+    if edges:
+        L.append(
+            "- Selected at the edge of its grid (the best value may lie outside it): "
+            + "; ".join(edges)
+            + "."
+        )
     if r.xa == "T":
         for m, setting, g in r.regret_groups():
             if m in r.proposed:

@@ -17,11 +17,18 @@ def render(r: ReportData) -> list[str]:
                     label(m),
                     k if k is not None else "—",
                     "; ".join(f"{st} (×{c})" for st, c in counts.items()) or "none (all diverged)",
+                    "; ".join(r.edges(m, k)) or "—",
                 ]
             )
     return [
         "## Selected hyperparameters",
         "",
-        md_table(["learner", "k", "selected setting (× dataset settings)"], rows),
+        "A value at the smallest or largest point of a grid of three or more values is flagged: "
+        "the best value may lie outside the grid.",
+        "",
+        md_table(
+            ["learner", "k", "selected setting (× dataset settings)", "at the edge of its grid"],
+            rows,
+        ),
         "",
     ]

@@ -1,8 +1,42 @@
-"""Test and online loss of every learner's selected setting (mean ± 95% CI)."""
+"""Test loss, test NMSE and online loss of every learner's selected setting (mean ± 95% CI),
+with the zero and best-constant (mean) predictors beside them (docs/protocol.md §8)."""
 
 from __future__ import annotations
 
-from ..data import ReportData, label, md_table
+from ..data import ReportData, fmt, label, md_table
+
+MEAN_NOTE = (
+    "Yardsticks: *mean predictor* = the training-label mean predicted everywhere (the best "
+    "constant a learner could know); *zero predictor* = `f = 0`, where every learner starts. "
+    "NMSE = `mean (f(x) − y)² / var(y_test)`: 1.0 is the NMSE of the test-label mean, so an "
+    "NMSE at or above 1 does no better than predicting the mean. Marks (paired by repetition, "
+    "95% t-interval of `loss − mean predictor's loss`): **‡** significantly *worse* than the mean "
+    "predictor, **†** not significantly better than it; no mark: significantly better."
+)
+
+# (metric, title, yardstick columns: (summary metric, header))
+TABLES = (
+    (
+        "test_loss",
+        "Test loss",
+        (("test_loss_const", "mean predictor"), ("test_loss_zero", "zero predictor")),
+    ),
+    (
+        "test_nmse",
+        "Test NMSE (1.0 = predicting the test mean)",
+        (("test_nmse_const", "mean predictor"),),
+    ),
+    ("online_loss", "Online loss", ()),
+)
+
+
+def _yardstick(r: ReportData, metric: str, x) -> str:
+    """A yardstick's mean ± CI at one x value (data only: the same for every learner)."""
+    for m in r.methods:
+        s = r.summary_rows(m, None, x)
+        if len(s) and f"{metric}_mean" in s and s["n"].fillna(0).iloc[0] > 0:
+            return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+    return "—"
 
 
 def render(r: ReportData) -> list[str]:
@@ -10,18 +44,32 @@ def render(r: ReportData) -> list[str]:
     budget."""
     head = [label(m) for m in r.methods]
     L = []
-    for metric, title in (("test_loss", "Test loss"), ("online_loss", "Online loss")):
+    for metric, title, yard in TABLES:
+        if f"{metric}_mean" not in r.summary:
+            continue
+        yard = tuple((c, h) for c, h in yard if f"{c}_mean" in r.summary)
+        flag = metric != "online_loss" and r.has_const
         L += [f"## {title} (mean ± 95% CI over repetitions, selected settings)", ""]
+        if flag:
+            L += [MEAN_NOTE, ""]
+        yhead = [h for _, h in yard]
         if r.xa is None:
             rows = [
-                [k if k is not None else "—"] + [r.cell(m, metric, k, None) for m in r.methods]
+                [k if k is not None else "—"]
+                + [r.cell(m, metric, k, None, flag) for m in r.methods]
+                + [_yardstick(r, c, None) for c, _ in yard]
                 for k in r.ks or [None]
             ]
-            L += [md_table(["k", *head], rows), ""]
+            L += [md_table(["k", *head, *yhead], rows), ""]
             continue
         for k in r.ks or [None]:
-            rows = [[x] + [r.cell(m, metric, k, x) for m in r.methods] for x in r.xs]
+            rows = [
+                [x]
+                + [r.cell(m, metric, k, x, flag) for m in r.methods]
+                + [_yardstick(r, c, x) for c, _ in yard]
+                for x in r.xs
+            ]
             if k is not None:
                 L += [f"Budget k = {k}:", ""]
-            L += [md_table([r.xa, *head], rows), ""]
+            L += [md_table([r.xa, *head, *yhead], rows), ""]
     return L

@@ -1,15 +1,40 @@
 """The paper's claim as verdict rows: paired differences of the proposed learner against each
-competitor, per budget and x value, collapsed into one word (:mod:`ilnrun.stats`)."""
+competitor, per budget and x value, collapsed into one word (:mod:`ilnrun.stats`); then every
+learner against the best constant (mean) predictor (docs/protocol.md §7–§8)."""
 
 from __future__ import annotations
 
 from ..data import COMPARISONS, ReportData, fmt, label, md_table, short
+
+WHICH_LOSS = (
+    "Which loss each verdict uses: the test-loss verdicts evaluate every learned predictor "
+    "**exactly** — {subjects} with the closed-form kernel (`Σ α_i k(x_i, x)`), which a user "
+    "without the kernel cannot do; the feature learners on their own features. What such a user "
+    "gets, {subjects}'s Algorithm-2 test loss (`test_loss_estimated`, `m_test` = {m_test} samples "
+    "per point on {n_est} test points), enters only the comparison with the mean predictor "
+    "below, as its own row. The online-loss verdicts use each learner's own online predictions "
+    "(for {subjects}, its Algorithm-2 estimates `E_t`)."
+)
+
+
+def mean_note(r: ReportData, a: str, b: str, k: int | None) -> str:
+    """Where two compared learners stand against the mean predictor (test loss) at a budget."""
+    if not r.has_const:
+        return ""
+    rows = {m: v for m, kk, _, v in r.mean_rows("test_loss") if kk == k}
+    va, vb = rows.get(a), rows.get(b)
+    worse = "worse than predicting the mean"
+    if va == worse and vb == worse:
+        return "both learners are worse than predicting the mean"
+    parts = [f"{short(m)}: {v}" for m, v in ((a, va), (b, vb)) if v is not None]
+    return "; ".join(parts)
 
 
 def render(r: ReportData) -> list[str]:
     if not r.proposed:
         return []
     subjects = ", ".join(label(m) for m in r.proposed)
+    ev = r.cfg["evaluation"]
     L = [
         "## Verdict on the paper's claim",
         "",
@@ -18,18 +43,49 @@ def render(r: ReportData) -> list[str]:
         "made: the test loss of the learned predictor (evaluated exactly) with settings selected "
         "on validation loss; the online loss of the single pass with the same settings; and the "
         "online loss with each learner's best setting for online loss (the regret view: best "
-        "step size in hindsight). Cells: paired difference (proposed − other; negative = the "
+        "step size in hindsight). A fourth puts every learner against the mean predictor. "
+        "Cells: paired difference (proposed − other; negative = the "
         "proposed learner is better), mean ± 95% CI over repetitions.",
+        "",
+        WHICH_LOSS.format(
+            subjects=subjects, m_test=ev["m_test"], n_est=ev.get("n_test_estimated", "all")
+        ),
         "",
     ]
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
-    for metric, by, what in COMPARISONS:
+    for i, (metric, by, what) in enumerate(COMPARISONS):
+        note = i == 0 and r.has_const
         rows = [
             [f"{short(s)} < {label(o)}", k if k is not None else "—"]
             + [fmt(p["mean"], p["ci"], 3) for p in ps]
             + [v]
+            + ([mean_note(r, s, o, k)] if note else [])
             for s, o, k, ps, v in r.verdict_rows(metric, by)
         ]
         L += [f"**{what[0].upper() + what[1:]}**:", ""]
-        L += [md_table([*head, "verdict"], rows), ""]
+        L += [md_table([*head, "verdict", *(["against the mean"] if note else [])], rows), ""]
+    L += against_mean_table(r, head)
     return L
+
+
+def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
+    """The fourth comparison: every learner's test loss minus the mean predictor's, paired by
+    repetition (and the proposed learner's Algorithm-2 test loss on its own test points)."""
+    if not r.has_const:
+        return []
+    rows = []
+    for metric, how in (("test_loss", "exact"), ("test_loss_estimated", "Algorithm-2")):
+        for m, k, ps, v in r.mean_rows(metric):
+            name = label(m) + (f" ({how} test loss)" if metric != "test_loss" else "")
+            rows.append(
+                [f"{name} < mean predictor", k if k is not None else "—"]
+                + [fmt(p["mean"], p["ci"], 3) for p in ps]
+                + [v]
+            )
+    return [
+        "**Test loss against the mean predictor** (learner − training-mean constant, paired by "
+        "repetition; negative = the learner beats the mean):",
+        "",
+        md_table([*head, "verdict"], rows),
+        "",
+    ]
