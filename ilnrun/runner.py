@@ -420,14 +420,18 @@ class Progress:
 _WATCHED_PID: int | None = None
 
 
-def _watch_parent() -> None:
-    """In a worker process: exit as soon as the parent process is gone (a daemon thread polls
-    ``os.getppid()``, which changes when the parent dies), started once per process."""
+def _watch_parent(parent: int | None = None) -> None:
+    """In a worker process: exit as soon as the parent process ``parent`` (the run's process,
+    passed from it) is gone — a daemon thread polls ``os.getppid()``, which changes when the
+    parent dies; a worker that starts after its parent died exits at once. Started once per
+    process."""
     global _WATCHED_PID
     if os.getpid() == _WATCHED_PID:
         return
     _WATCHED_PID = os.getpid()
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
+    if os.getppid() != parent:  # orphaned while starting up
+        os._exit(1)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -456,11 +460,11 @@ def one_thread():
     return _CONTROLLER[1].limit(limits=1)
 
 
-def worker_cell(cfg: dict, cell: Cell, watch_parent: bool = False) -> dict:
+def worker_cell(cfg: dict, cell: Cell, watch_parent: int | None = None) -> dict:
     """:func:`run_cell` in a worker: native thread pools pinned to one thread (as in-process);
-    with ``watch_parent`` the worker exits when its parent dies."""
-    if watch_parent:
-        _watch_parent()
+    with ``watch_parent`` (the parent's pid) the worker exits when its parent dies."""
+    if watch_parent is not None:
+        _watch_parent(watch_parent)
     with one_thread():
         return run_cell(cfg, cell)
 
@@ -483,10 +487,15 @@ def execute(cfg: dict, pending: list[Cell], jobs: int, backend: str, on_record) 
                 on_record(run_cell(cfg, c))
         return
     watch = backend == "loky"
-    tasks = (delayed(worker_cell)(cfg, c, watch) for c in pending)
+    parent = os.getpid() if watch else None
+    tasks = (delayed(worker_cell)(cfg, c, parent) for c in pending)
     # loky: one thread per worker, and the parent watchdog from the worker's start (before it
     # runs a cell), as well as at its first cell
-    limits = {"inner_max_num_threads": 1, "initializer": _watch_parent} if watch else {}
+    limits = (
+        {"inner_max_num_threads": 1, "initializer": _watch_parent, "initargs": (parent,)}
+        if watch
+        else {}
+    )
     with parallel_config(backend=backend, n_jobs=jobs, **limits):
         for rec in Parallel(return_as="generator_unordered")(tasks):
             on_record(rec)
