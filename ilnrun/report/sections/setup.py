@@ -8,6 +8,7 @@ from ...config.schema import data_lines
 from ...data import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
+from ...runner import DIVERGED_FACTOR
 from ..data import ReportData, label, md_table
 
 PROTOCOL_CHOICES = (
@@ -20,6 +21,13 @@ PROTOCOL_CHOICES = (
     " or on the learner's own features (feature expansions).",
     "Intervals are 95% Student-t intervals over repetitions; verdicts use paired differences "
     "(same data within a repetition).",
+    f"A cell counts as diverged (and its setting is skipped by selection) when a prediction "
+    f"exceeds 10⁶ in magnitude or is not finite, when a loss is not finite, or when its test "
+    f"loss exceeds {DIVERGED_FACTOR:g} × the zero predictor's (`diverged_reason` in `runs.csv` "
+    f"says which).",
+    "Yardsticks: the zero predictor (`f = 0`, where every learner starts) and the mean predictor "
+    "(the training-label mean predicted everywhere, the best constant a learner could know); "
+    "NMSE = MSE / var(y_test), 1.0 = predicting the test mean.",
 )
 
 
