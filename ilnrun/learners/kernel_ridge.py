@@ -34,6 +34,7 @@ RIDGE = Param(
     "ridge penalty per example: alpha = (K + T ridge I)^-1 y",
     min=0,
     min_exclusive=True,
+    key_omit=1e-3,
 )
 
 
