@@ -811,6 +811,19 @@ TABLE_SPLIT_PARAMS = (
     _p("standardize", "bool", True, "z-score features with training-split statistics"),
     _p("center", "bool", True, "subtract the training-split mean of the target"),
 )
+# The label transform, columns and splits shared by the tables read by name (plotnine, openml).
+LABELLED_TABLE_PARAMS = (
+    _p("log_target", "bool", False, "use ln(target) as the label"),
+    _p(
+        "features",
+        "strlist",
+        "all",
+        "'all' (every numeric or ordered categorical column but the target), "
+        "comma-separated names or a list of names",
+    ),
+    _T(200, "training rows (one online pass)"),
+    *TABLE_SPLIT_PARAMS,
+)
 TABLE_CHOICES = (
     "Rows are shuffled with the repetition's dataset seed and split into `T` training, `n_val` "
     "validation and `n_test` test rows (`rest`: all remaining rows), so every repetition is a "
@@ -1064,16 +1077,7 @@ DATASETS: dict[str, DatasetSpec] = {
                     "the table, an attribute of plotnine.data (diamonds, txhousing, mpg, ...)",
                 ),
                 _p("target", "str", "price", "the label column"),
-                _p("log_target", "bool", False, "use ln(target) as the label"),
-                _p(
-                    "features",
-                    "strlist",
-                    "all",
-                    "'all' (every numeric or ordered categorical column but the target), "
-                    "comma-separated names or a list of names",
-                ),
-                _T(200, "training rows (one online pass)"),
-                *TABLE_SPLIT_PARAMS,
+                *LABELLED_TABLE_PARAMS,
             ),
             choices=(
                 "Data: a table shipped inside the `plotnine` package (`plotnine.data`, ggplot2's "
@@ -1118,16 +1122,7 @@ DATASETS: dict[str, DatasetSpec] = {
                     "the label column (default: the data set's default target)",
                     special=(None,),
                 ),
-                _p("log_target", "bool", False, "use ln(target) as the label"),
-                _p(
-                    "features",
-                    "strlist",
-                    "all",
-                    "'all' (every numeric or ordered categorical column but the target), "
-                    "comma-separated names or a list of names",
-                ),
-                _T(200, "training rows (one online pass)"),
-                *TABLE_SPLIT_PARAMS,
+                *LABELLED_TABLE_PARAMS,
             ),
             choices=(
                 "Data: an OpenML data set fetched by name and version with scikit-learn's "

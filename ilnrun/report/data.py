@@ -259,18 +259,5 @@ class ReportData:
     def regret_groups(self) -> list[tuple[str, str, pd.DataFrame]]:
         """Per-T regret statistics (mean, 95% CI over repetitions): every grid setting of the
         proposed learner, and the validation-selected setting of the others."""
-        out = []
-        if "regret" not in self.runs:
-            return out
-        runs = self.runs[self.runs["regret"].notna()]
-        for m in self.methods:
-            r = runs[runs["method"] == m]
-            if m in self.proposed:
-                groups = list(r.groupby("setting", sort=False))
-            else:
-                groups = [("setting selected on validation loss per T", r[r["selected"]])]
-            for setting, g in groups:
-                if len(g):
-                    stats = self.per_T(g, ("regret", "regret_estimated", "best_loss_B"))
-                    out.append((m, setting, stats))
-        return out
+        metrics = ("regret", "regret_estimated", "best_loss_B")
+        return [(m, setting, self.per_T(g, metrics)) for m, setting, g in self.regret_raw()]
