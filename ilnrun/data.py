@@ -716,18 +716,17 @@ def openml(
     return _tabular(rng, X, y, sizes, standardize, center, {"features": names})
 
 
-def _check_openml(spec: dict) -> None:
+def _check_openml(spec: dict) -> dict:
     if spec["name"] is None:
         raise DataError("name", "is required: the OpenML data set's name")
     table, default = openml_table(spec["name"], spec["version"], spec["data_home"])
     target = _openml_target(spec["target"], default)
-    table = _log_target(table, target, spec["log_target"])
-    table_arrays(table, spec["features"], target, spec["T"], spec["n_val"], spec["n_test"])
+    return _used(_log_target(table, target, spec["log_target"]), spec, target)
 
 
-def _check_plotnine(spec: dict) -> None:
+def _check_plotnine(spec: dict) -> dict:
     table = _log_target(plotnine_table(spec["name"]), spec["target"], spec["log_target"])
-    table_arrays(table, spec["features"], spec["target"], spec["T"], spec["n_val"], spec["n_test"])
+    return _used(table, spec, spec["target"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -741,8 +740,10 @@ class DatasetSpec:
     ``build(rng, **params)`` draws one instance (``feature_map=`` is passed too when
     ``needs_kernel``: the labels use the experiment's kernel); ``params`` are its config keys
     (``dataset.<key>``; every dataset has ``T``, the length of the online pass); ``check(spec)``
-    returns problems ``(key, message)`` only the data can reveal; ``choices`` are the sentences
-    the report prints about it.
+    raises :class:`DataError` for a problem only the data can reveal and returns what the
+    setting uses (for tables: the columns, rows and split sizes, recorded in ``config.yaml``
+    under ``data_used``) or ``None`` — one read of the data does both; ``choices`` are the
+    sentences the report prints about it.
     """
 
     name: str
@@ -751,12 +752,10 @@ class DatasetSpec:
     summary: str
     choices: tuple[str, ...] = ()
     needs_kernel: bool = False
-    check: Callable[[dict], list[tuple[str, str]]] | None = None
+    check: Callable[[dict], dict | None] | None = None
     # a small ``dataset`` section that builds quickly (contract tests); it may write a file
     # into the folder it is given
     example: Callable[[Path], dict] | None = None
-    # what a setting actually uses (columns, rows, split sizes), recorded in config.yaml
-    describe: Callable[[dict], dict] | None = None
 
 
 def _example_table(folder: Path) -> dict:
@@ -839,23 +838,16 @@ TABLE_CHOICES = (
 )
 
 
-def _check_file(spec: dict) -> None:
+def _check_file(spec: dict) -> dict:
     if spec["path"] is None:
         raise DataError("path", "is required: a .csv or .npz file")
     if spec["target"] is None:
         raise DataError("target", "is required: the name of the label column")
-    table_arrays(
-        read_table(spec["path"]),
-        spec["features"],
-        spec["target"],
-        spec["T"],
-        spec["n_val"],
-        spec["n_test"],
-    )
+    return _used(read_table(spec["path"]), spec, spec["target"])
 
 
-def _describe(table: Table, spec: dict, target: str) -> dict:
-    """The columns, rows and split sizes a table setting uses."""
+def _used(table: Table, spec: dict, target: str) -> dict:
+    """The columns, rows and split sizes a table setting uses (every problem a DataError)."""
     _, y, names, (T, n_val, n_test) = table_arrays(
         table, spec["features"], target, spec["T"], spec["n_val"], spec["n_test"]
     )
@@ -867,23 +859,8 @@ def _describe(table: Table, spec: dict, target: str) -> dict:
     }
 
 
-def _check_diabetes(spec: dict) -> None:
-    table_arrays(
-        diabetes_table(), spec["features"], "target", spec["T"], spec["n_val"], spec["n_test"]
-    )
-
-
-def _problems(check: Callable[[dict], None]) -> Callable[[dict], list[tuple[str, str]]]:
-    """A check that raises :class:`DataError` as one that returns its problems."""
-
-    def run(spec: dict) -> list[tuple[str, str]]:
-        try:
-            check(spec)
-        except DataError as exc:
-            return [(exc.key, exc.message)]
-        return []
-
-    return run
+def _check_diabetes(spec: dict) -> dict:
+    return _used(diabetes_table(), spec, "target")
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -1013,7 +990,6 @@ DATASETS: dict[str, DatasetSpec] = {
             build=file,
             summary="your own data: a CSV (header row) or NPZ file, one row per example",
             example=_example_table,
-            describe=lambda spec: _describe(read_table(spec["path"]), spec, spec["target"]),
             params=(
                 _p(
                     "path",
@@ -1035,14 +1011,13 @@ DATASETS: dict[str, DatasetSpec] = {
                 *TABLE_SPLIT_PARAMS,
             ),
             choices=TABLE_CHOICES,
-            check=_problems(_check_file),
+            check=_check_file,
         ),
         DatasetSpec(
             name="diabetes",
             build=diabetes,
             summary="scikit-learn's bundled diabetes data (442 rows, 10 features; extra 'real')",
             example=lambda folder: {"T": 50, "n_val": 40},
-            describe=lambda spec: _describe(diabetes_table(), spec, "target"),
             params=(
                 _p(
                     "features",
@@ -1061,7 +1036,7 @@ DATASETS: dict[str, DatasetSpec] = {
                 "(scikit-learn ships it).",
                 *TABLE_CHOICES,
             ),
-            check=_problems(_check_diabetes),
+            check=_check_diabetes,
         ),
         DatasetSpec(
             name="plotnine",
@@ -1091,7 +1066,7 @@ DATASETS: dict[str, DatasetSpec] = {
                 "choice: prices are right-skewed, 326–18,823).",
                 *TABLE_CHOICES,
             ),
-            check=_problems(_check_plotnine),
+            check=_check_plotnine,
         ),
         DatasetSpec(
             name="openml",
@@ -1132,17 +1107,26 @@ DATASETS: dict[str, DatasetSpec] = {
                 "ordered categorical columns become their codes; other columns are left out.",
                 *TABLE_CHOICES,
             ),
-            check=_problems(_check_openml),
+            check=_check_openml,
         ),
     )
 }
 
 
-def check(spec: dict) -> list[tuple[str, str]]:
+def inspect(spec: dict) -> tuple[list[tuple[str, str]], dict | None]:
     """Problems ``(dataset key, message)`` that only the data can reveal (files: existence,
-    columns, values, rows; packages), found without building the splits. Empty if none."""
+    columns, values, rows; packages), found without building the splits, and what the setting
+    uses (``None`` when the dataset does not say, or on a problem), from one read of the data."""
     c = DATASETS[spec["kind"]].check
-    return c(spec) if c is not None else []
+    try:
+        return [], c(spec) if c is not None else None
+    except DataError as exc:
+        return [(exc.key, exc.message)], None
+
+
+def check(spec: dict) -> list[tuple[str, str]]:
+    """The problems of :func:`inspect` alone. Empty if none."""
+    return inspect(spec)[0]
 
 
 def build_dataset(spec: dict, rng: np.random.Generator, feature_map: dict | None = None) -> Dataset:

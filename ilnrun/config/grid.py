@@ -41,7 +41,8 @@ def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
     )
 
 
-def _as_list(v: Any) -> list:
+def as_list(v: Any) -> list:
+    """``v`` itself if it is a list, else ``[v]``."""
     return v if isinstance(v, list) else [v]
 
 
@@ -132,7 +133,7 @@ def method_grid(spec_name: str, params: dict) -> list[dict]:
     unused = LEARNERS[spec_name].unused
     keys = list(params)
     seen, out = set(), []
-    for combo in itertools.product(*[_as_list(params[k]) for k in keys]):
+    for combo in itertools.product(*[as_list(params[k]) for k in keys]):
         h = dict(zip(keys, combo, strict=True))
         for key in unused(h):
             if key in h:
@@ -147,7 +148,7 @@ def method_grid(spec_name: str, params: dict) -> list[dict]:
 def cells(cfg: dict) -> list[Cell]:
     """All cells, ordered so that cells sharing a dataset instance are consecutive."""
     out: list[Cell] = []
-    budgets = _as_list(cfg["budget"]["dsgd_k"])
+    budgets = as_list(cfg["budget"]["dsgd_k"])
     for data in dataset_settings(cfg):
         data_id = data_identity(cfg, data)
         for rep in range(cfg["repetitions"]):

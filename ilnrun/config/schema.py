@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from ..budget import MATCHES, derive
-from ..data import DATASETS, DataError, build_dataset, check
+from ..data import DATASETS, DataError, build_dataset, inspect
 from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
@@ -304,7 +304,6 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         _cross_checks(cfg, problems)
     if problems:
         raise ConfigError(problems)
-    _describe_data(cfg)
     return cfg
 
 
@@ -325,23 +324,7 @@ def data_lines(cfg: dict) -> list[str]:
 DESCRIBED = ("rows", "target", "features", "splits")
 
 
-def _describe_data(cfg: dict) -> None:
-    """Record under ``data_used`` what every dataset setting actually uses (for tables: the
-    feature columns, the rows, the split sizes), when the dataset can say."""
-    describe = DATASETS[cfg["dataset"]["kind"]].describe
-    if describe is None:
-        return
-    cfg["data_used"] = [
-        {
-            **{k: v for k, v in s.items() if grid._is_axis(s["kind"], k, cfg["dataset"][k])},
-            **describe(s),
-        }
-        for s in grid.dataset_settings(cfg)
-    ]
-
-
-def _as_list(v: Any) -> list:
-    return v if isinstance(v, list) else [v]
+_as_list = grid.as_list
 
 
 def _resolve_paths(cfg: dict, base_dir: Path | None, problems: list) -> None:
@@ -408,7 +391,8 @@ def _cross_checks(cfg: dict, problems: list) -> None:
 def _dataset_checks(cfg: dict, problems: list) -> None:
     """``sparsity <= T``; a feature map with a closed-form kernel for datasets labelled by that
     kernel; the dataset's own checks of every setting (a key given as a list is named with the
-    index of the offending value)."""
+    index of the offending value), which also say what each setting uses: recorded under
+    ``data_used`` (for tables: the feature columns, the rows, the split sizes)."""
     ds = cfg["dataset"]
     if "sparsity" in ds:
         for T, sp in itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"])):
@@ -424,15 +408,21 @@ def _dataset_checks(cfg: dict, problems: list) -> None:
                 "has no closed-form kernel",
             )
         )
-    seen = set()
+    seen, used = set(), []
     for setting in grid.dataset_settings(cfg):
-        for key, msg in check(setting):
+        found, what = inspect(setting)
+        for key, msg in found:
             path = f"dataset.{key}"
             if grid._is_axis(ds["kind"], key, ds.get(key)):
                 path += f"[{ds[key].index(setting[key])}]"
             if (path, msg) not in seen:
                 seen.add((path, msg))
                 problems.append((path, msg))
+        if what is not None:
+            axes = {k: v for k, v in setting.items() if grid._is_axis(ds["kind"], k, ds[k])}
+            used.append({**axes, **what})
+    if used and not problems:
+        cfg["data_used"] = used
 
 
 def _feature_map_checks(cfg: dict, problems: list) -> None:
