@@ -9,6 +9,7 @@ from ilnrun.data import clipped_gaussian
 from ilnrun.features import (
     FEATURE_MAPS,
     Coordinate,
+    FeatureMap,
     Fourier,
     ReLU,
     build_feature_map,
@@ -82,10 +83,24 @@ def test_kernel_special_values():
 PAIRS = [(0, 0), (0, 1), (2, 3), (4, 5)]  # includes x == x'
 
 
+def _check_monte_carlo_mean(v: np.ndarray, k: float, scale: float) -> None:
+    """The mean of the draws ``v = psi(x;w) psi(x';w)`` is within 4 standard errors of ``k``
+    (the standard error from the draws themselves, sample std / sqrt(n)) and the check has
+    power (the standard error is below 2% of the kernel's scale ``scale``). Draws with zero
+    variance (psi(x;.) psi(x';.) constant in w, e.g. a constant map) have an exact mean: it must
+    equal ``k`` up to rounding."""
+    se = v.std(ddof=1) / np.sqrt(len(v))
+    if se == 0:
+        assert v.mean() == pytest.approx(k, rel=1e-12, abs=1e-12), (v[0], k)
+        return
+    assert abs(v.mean() - k) <= 4 * se, (v.mean(), k, se)
+    assert se < 0.02 * scale
+
+
 @pytest.mark.parametrize("fmap", _maps(), ids=lambda f: f.name)
 def test_monte_carlo_mean_matches_closed_form_kernel(fmap):
-    """The Monte Carlo mean of psi(x;w) psi(x';w) over n iid w is within 4 standard errors of
-    k(x, x'); the standard error is computed from the draws themselves (sample std / sqrt(n))."""
+    """The Monte Carlo mean of psi(x;w) psi(x';w) over n iid w matches k(x, x') (see
+    :func:`_check_monte_carlo_mean`)."""
     n = 200_000
     X = _inputs(6)
     X[5] = -0.5 * X[4] + 0.6 * X[3]  # an obtuse pair
@@ -94,11 +109,46 @@ def test_monte_carlo_mean_matches_closed_form_kernel(fmap):
     Psi = {a: fmap.point(X[a], W) for a in {p for pair in PAIRS for p in pair}}
     for a, b in PAIRS:
         v = Psi[a] * Psi[b]
-        se = v.std(ddof=1) / np.sqrt(n)
-        assert se > 0
-        assert abs(v.mean() - K[a, b]) <= 4 * se, (fmap.name, a, b, v.mean(), K[a, b], se)
-        # the test has power: the standard error is small against the kernel's scale
-        assert se < 0.02 * np.sqrt(K[a, a] * K[b, b])
+        _check_monte_carlo_mean(v, K[a, b], np.sqrt(K[a, a] * K[b, b]))
+
+
+class _Constant(FeatureMap):
+    """psi(x; w) = c for every w: a map whose psi has zero variance (k(x, x') = c^2)."""
+
+    name = "constant"
+
+    def __init__(self, d: int, c: float = 0.5) -> None:
+        super().__init__(d)
+        self.c = c
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal((n, self.d))
+
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return np.full(len(W), self.c)
+
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return np.full((len(X), len(W)), self.c)
+
+    def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        return np.full((len(X1), len(X2)), self.c**2)
+
+
+def test_monte_carlo_check_accepts_a_zero_variance_map_and_still_has_teeth():
+    """A map whose psi does not vary with w passes the kernel check exactly; a wrong kernel for
+    it (or for a varying map) still fails."""
+    fmap = _Constant(D_IN)
+    X = _inputs(6)
+    W = fmap.sample(np.random.default_rng(11), 1000)
+    K = fmap.kernel(X, X)
+    for a, b in PAIRS:
+        _check_monte_carlo_mean(fmap.point(X[a], W) * fmap.point(X[b], W), K[a, b], K[a, a])
+    with pytest.raises(AssertionError):
+        _check_monte_carlo_mean(fmap.point(X[0], W) ** 2, 1.01 * K[0, 0], K[0, 0])
+    relu = build_feature_map({"kind": "relu"}, _inputs(0, 40))
+    v = relu.point(X[0], relu.sample(np.random.default_rng(1), 200_000)) ** 2
+    with pytest.raises(AssertionError):
+        _check_monte_carlo_mean(v, 1.1 * relu.kernel(X[:1], X[:1])[0, 0], 1.0)
 
 
 def test_coordinate_monte_carlo_is_unbiased_too():
@@ -110,8 +160,7 @@ def test_coordinate_monte_carlo_is_unbiased_too():
     K = fmap.kernel(X, X)
     for a, b in [(0, 1), (1, 1), (0, 2)]:
         v = fmap.point(X[a], W) * fmap.point(X[b], W)
-        se = v.std(ddof=1) / np.sqrt(n)
-        assert abs(v.mean() - K[a, b]) <= 4 * se
+        _check_monte_carlo_mean(v, K[a, b], np.sqrt(K[a, a] * K[b, b]))
 
 
 def test_build_feature_map_and_median_rule():
