@@ -56,7 +56,7 @@ from literal import literal_fit  # noqa: E402
 
 from ilnrun import config as C  # noqa: E402
 from ilnrun import runner  # noqa: E402
-from ilnrun.data import clipped_gaussian  # noqa: E402
+from ilnrun.datasets import clipped_gaussian  # noqa: E402
 from ilnrun.features import Coordinate  # noqa: E402
 from ilnrun.learners import doubly_sgd, fixed_random, shrinking_gradient  # noqa: E402
 from ilnrun.learners.shrinking_gradient import draw_indices  # noqa: E402

@@ -295,7 +295,7 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
     from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
-    from .data import DATASETS
+    from .datasets import DATASETS
     from .features import FEATURE_MAPS
     from .learners import LEARNERS
 

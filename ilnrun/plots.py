@@ -30,7 +30,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from .data import DATASETS
+from .datasets import DATASETS
 from .learners import LEARNERS, competitors
 from .results import save_figure_atomic
 from .stats import t975

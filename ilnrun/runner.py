@@ -38,7 +38,7 @@ import numpy as np
 from .budget import derive
 from .config import Cell, digest, record_digest
 from .config.grid import seed_sequence
-from .data import Dataset, build_dataset
+from .datasets import Dataset, build_dataset
 from .engines import engine_of
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, size_columns

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from ilnrun.data import Dataset, clipped_gaussian
+from ilnrun.datasets import Dataset, clipped_gaussian
 
 # A tiny experiment: 2 values of D x 2 repetitions x (4 learners x 2-point grids) = 32 cells.
 TINY_CONFIG: dict = {

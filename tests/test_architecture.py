@@ -14,7 +14,7 @@ from conftest import invoke, tiny_config, write_config
 
 from ilnrun import config as C
 from ilnrun import plots
-from ilnrun.data import DATASETS
+from ilnrun.datasets import DATASETS
 from ilnrun.features import FEATURE_MAPS
 from ilnrun.learners import LEARNERS
 from ilnrun.params import NEVER
@@ -46,7 +46,7 @@ def _string_literals(path: Path) -> set[str]:
     [
         (set(LEARNERS), "learners"),
         (set(FEATURE_MAPS), "features.py"),
-        (set(DATASETS), "data.py"),
+        (set(DATASETS), "datasets"),
     ],
     ids=["learners", "feature maps", "datasets"],
 )

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import tiny_config, write_config
 
-from ilnrun import data as D
+from ilnrun import datasets as D
 from ilnrun import runner
 from ilnrun.cli import main
 from ilnrun.safe_yaml import load_bounded

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ilnrun import budget
-from ilnrun.data import clipped_gaussian
+from ilnrun.datasets import clipped_gaussian
 from ilnrun.features import Coordinate
 from ilnrun.learners import LEARNERS
 

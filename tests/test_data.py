@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from ilnrun import config as C
-from ilnrun import data
+from ilnrun import datasets as data
 from ilnrun.cli import main
 from ilnrun.features import ReLU, build_feature_map, median_distance
 
@@ -347,7 +347,7 @@ def test_diabetes_without_scikit_learn_exit_2(tmp_path, monkeypatch):
     def fake(name, *args, **kw):
         return None if name == "sklearn" else real(name, *args, **kw)
 
-    monkeypatch.setattr(data.importlib.util, "find_spec", fake)
+    monkeypatch.setattr(importlib.util, "find_spec", fake)
     res = _validate(tmp_path, {"kind": "diabetes"})
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "dataset.kind" in res.output and "pip install scikit-learn" in res.output
@@ -424,7 +424,7 @@ def test_clipped_gaussian_center_and_rkhs_norm_options():
     """``center`` zeroes the training-label mean (same inputs, same draws); ``rkhs_norm`` scales
     the target to that norm in the RKHS of x.x'/D, checked against the kernel expansion
     f = D sum_j c_j k(x_j, .), whose squared norm is D^2 c^T K_SS c."""
-    from ilnrun.data import clipped_gaussian
+    from ilnrun.datasets import clipped_gaussian
 
     kw = dict(D=30, T=40, n_val=10, n_test=20, sparsity=4)
     base = clipped_gaussian(np.random.default_rng(3), **kw)
@@ -462,7 +462,7 @@ def test_new_clipped_gaussian_options_at_their_defaults_keep_every_cell_id():
 
 def test_plotnine_diamonds_loads_by_name_with_ordered_codes_and_log_target():
     pytest.importorskip("plotnine")
-    from ilnrun.data import DataError, build_dataset, plotnine_table
+    from ilnrun.datasets import DataError, build_dataset, plotnine_table
 
     table = plotnine_table("diamonds")
     assert len(table["price"]) == 53_940
@@ -494,7 +494,7 @@ def test_plotnine_diamonds_loads_by_name_with_ordered_codes_and_log_target():
 def test_plotnine_kind_says_how_to_install_when_missing(monkeypatch):
     import importlib.util
 
-    from ilnrun.data import DataError, plotnine_table
+    from ilnrun.datasets import DataError, plotnine_table
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -502,3 +502,22 @@ def test_plotnine_kind_says_how_to_install_when_missing(monkeypatch):
     )
     with pytest.raises(DataError, match=r"ilnrun\[real\]"):
         plotnine_table("diamonds")
+
+
+def test_a_default_declared_twice_is_refused():
+    """A builder may not declare a default its Params already declare (one place only)."""
+    from ilnrun.datasets import declared
+    from ilnrun.params import Param
+
+    params = (Param("T", "int", 10, "rounds"),)
+
+    def twice(rng, *, T: int = 5):
+        return T
+
+    with pytest.raises(TypeError, match="declared twice: T"):
+        declared(params)(twice)
+
+    def once(rng, *, T: int):
+        return T
+
+    assert declared(params)(once)(None) == 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ilnrun.data import clipped_gaussian
+from ilnrun.datasets import clipped_gaussian
 from ilnrun.features import (
     FEATURE_MAPS,
     Coordinate,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ilnrun.data import clipped_gaussian
+from ilnrun.datasets import clipped_gaussian
 from ilnrun.features import Coordinate, Fourier, ReLU
 from ilnrun.learners import LEARNERS, doubly_sgd, fixed_random, kernel_ogd
 from ilnrun.learners.base import DIVERGENCE_BOUND, is_divergent

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from openml_cache import openml_cache_put
 
-from ilnrun.data import DataError, build_dataset, check, openml_cache_put
+from ilnrun.datasets import DataError, build_dataset, check
 
 pytest.importorskip("sklearn")
 
@@ -18,7 +19,7 @@ DID, NAME = 990001, "ilnrun-toy"
 
 def fake_cache(home: Path, n: int = 120, seed: int = 0) -> dict[str, np.ndarray]:
     """A data set of ``n`` rows (``a``, ``b`` numeric; target ``y = 2a - b + 1``) written into a
-    fetch_openml cache under ``home`` (:func:`ilnrun.data.openml_cache_put`); its columns."""
+    fetch_openml cache under ``home`` (:func:`openml_cache.openml_cache_put`); its columns."""
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=n).round(6), rng.normal(size=n).round(6)
     cols = {"a": a, "b": b, "y": 2 * a - b + 1}

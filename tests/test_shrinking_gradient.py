@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ilnrun.data import clipped_gaussian
+from ilnrun.datasets import clipped_gaussian
 from ilnrun.features import Coordinate
 from ilnrun.learners import kernel_ogd, shrinking_gradient
 from ilnrun.schedules import step_sizes

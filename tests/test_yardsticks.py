@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from ilnrun.data import Dataset
+from ilnrun.datasets import Dataset
 from ilnrun.learners.base import FitResult, new_counters
 from ilnrun.runner import DIVERGED_FACTOR, _mark_diverged, blown_up, reference_losses
 

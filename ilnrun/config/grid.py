@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data import DATASETS
+from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..params import NEVER, key_part
 
@@ -84,10 +84,22 @@ def record_digest(cfg: dict, cell: Cell) -> str:
             "feature_map": cfg["feature_map"],
             "match": cfg["budget"]["match"],
             "evaluation": cfg["evaluation"],
-            "data": cell.data,
+            "data": _files_by_content(cfg, cell.data),
             "engine": cfg.get("engine", "numpy"),
         }
     )
+
+
+def _files_by_content(cfg: dict, setting: dict) -> dict:
+    """The setting with each data file's path replaced by its content digest (the setting itself
+    when it names no file): a file moved or renamed with the same bytes changes no record."""
+    files = cfg.get("inputs", {})
+    if not any(isinstance(v, str) and v in files for v in setting.values()):
+        return setting
+    return {
+        k: files[v]["sha256"] if isinstance(v, str) and v in files else v
+        for k, v in setting.items()
+    }
 
 
 def _is_axis(kind: str, key: str, value: Any) -> bool:

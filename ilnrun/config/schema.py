@@ -8,7 +8,6 @@ The keys of learners, feature maps and datasets come from their specs (:data:`LE
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import os
@@ -20,7 +19,7 @@ import numpy as np
 import yaml
 
 from ..budget import MATCHES, derive
-from ..data import DATASETS, DataError, build_dataset, inspect
+from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
 from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
@@ -345,12 +344,14 @@ def _resolve_paths(cfg: dict, base_dir: Path | None, problems: list) -> None:
             f = f if f.is_absolute() else base / f
             try:
                 f = f.resolve()
-                data = f.read_bytes() if f.is_file() else None
+                if f.is_file():  # (a missing file is reported by the dataset's own check)
+                    inputs[str(f)] = file_identity(f, p.name)  # suffix and size checked first
             except OSError as exc:
                 problems.append((where, f"cannot read {show(str(f), 300)}: {exc.strerror}"))
                 continue
-            if data is not None:  # (a missing file is reported by the dataset's own check)
-                inputs[str(f)] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+            except DataError as exc:
+                problems.append((where, exc.message))
+                continue
             resolved.append(str(f))
         if len(resolved) == len(values):
             ds[p.name] = resolved if isinstance(ds[p.name], list) else resolved[0]
@@ -408,7 +409,7 @@ def _dataset_checks(cfg: dict, problems: list) -> None:
                 "has no closed-form kernel",
             )
         )
-    seen, used = set(), []
+    seen, used, named = set(), [], {}
     for setting in grid.dataset_settings(cfg):
         found, what = inspect(setting)
         for key, msg in found:
@@ -419,10 +420,13 @@ def _dataset_checks(cfg: dict, problems: list) -> None:
                 seen.add((path, msg))
                 problems.append((path, msg))
         if what is not None:
+            named.update(what.pop("inputs", {}))  # a table read by name: its content's hash
             axes = {k: v for k, v in setting.items() if grid._is_axis(ds["kind"], k, ds[k])}
             used.append({**axes, **what})
     if used and not problems:
         cfg["data_used"] = used
+    if named and not problems:
+        cfg["inputs"] = {**cfg.get("inputs", {}), **named}
 
 
 def _feature_map_checks(cfg: dict, problems: list) -> None:

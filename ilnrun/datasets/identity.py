@@ -1,0 +1,77 @@
+"""What identifies the data a config reads: a file named by ``dataset.path`` by the SHA-256 of
+its bytes (read in chunks of :data:`CHUNK` bytes, after its suffix and size are checked, so a
+huge file is refused before a byte is read), a table read by name by the SHA-256 of its content
+(:func:`~ilnrun.datasets.tables.table_identity`). Both are recorded under the resolved config's
+``inputs``; a resume compares configs by content (:func:`resume_views`): a data file moved or
+renamed with the same bytes is the same config, a changed one is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from .base import DataError
+from .reader import check_table_file
+
+CHUNK = 1 << 20  # bytes hashed at a time
+
+
+def file_identity(path: str | Path, key: str = "path") -> dict:
+    """``{"sha256", "bytes"}`` of a table file, hashed in chunks once
+    :func:`~ilnrun.datasets.reader.check_table_file` accepted its suffix and size; problems are
+    a :class:`DataError` under ``key``."""
+    p = check_table_file(path, key)
+    h, size = hashlib.sha256(), 0
+    try:
+        with open(p, "rb") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise DataError(key, f"{str(path)!r} cannot be read: {exc.strerror}") from None
+    return {"sha256": h.hexdigest(), "bytes": size}
+
+
+def by_content(cfg: dict) -> dict:
+    """``cfg`` with every input file's path replaced by ``sha256:<digest>`` wherever it appears
+    (the dataset section, ``data_used``) and ``inputs`` keyed by digest: what a resume compares,
+    so that only the content of a data file counts, not its name or folder."""
+    files = {
+        k: f"sha256:{v['sha256']}"
+        for k, v in (cfg.get("inputs") or {}).items()
+        if isinstance(v, dict) and "source" not in v and isinstance(v.get("sha256"), str)
+    }
+    if not files:
+        return cfg
+
+    def sub(v: Any) -> Any:
+        if isinstance(v, str):
+            return files.get(v, v)
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        if isinstance(v, dict):
+            return {files.get(k, k) if isinstance(k, str) else k: sub(x) for k, x in v.items()}
+        return v
+
+    return {k: sub(v) for k, v in cfg.items()}
+
+
+def resume_views(old: dict, new: dict) -> tuple[dict, dict]:
+    """The two configs as a resume compares them: by content (:func:`by_content`); a table read
+    by name that the results do not record (written before ilnrun hashed such tables) is left
+    out of the comparison, so such results resume and record it from then on."""
+    old_c, new_c = by_content(old), by_content(new)
+    recorded = old_c.get("inputs") or {}
+    named = {
+        k
+        for k, v in (new_c.get("inputs") or {}).items()
+        if isinstance(v, dict) and "source" in v and k not in recorded
+    }
+    if named:
+        inputs = {k: v for k, v in new_c["inputs"].items() if k not in named}
+        new_c = {k: v for k, v in new_c.items() if k != "inputs"}
+        if inputs:
+            new_c["inputs"] = inputs
+    return old_c, new_c
