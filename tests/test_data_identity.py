@@ -83,6 +83,10 @@ def test_results_without_a_table_hash_resume_and_record_it(tmp_path):
     assert res.exit_code == 0, res.output
     assert _meta(out)["cells_resumed"] == _meta(out)["cells"]
     assert yaml.safe_load((out / "config.yaml").read_text())["inputs"] == inputs
+    res = invoke(["report", out, "--out", tmp_path / "report"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert f"Data read: plotnine table mpg: {inputs['plotnine:mpg']['bytes']:,} bytes" in text
 
 
 def _openml(home: Path, shift: float = 0.0) -> None:

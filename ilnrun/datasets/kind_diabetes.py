@@ -69,10 +69,10 @@ def diabetes(
 
 def check_diabetes(spec: dict) -> dict:
     table = diabetes_table()
-    source = "scikit-learn diabetes"
+    source = "scikit-learn's diabetes data"
     return {
         **what_is_used(table, spec, "target"),
-        "inputs": {source: table_identity(source, table)},
+        "inputs": {"diabetes:scikit-learn": table_identity(source, table)},
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...budget import derive
 from ...config.schema import data_lines
-from ...data import DATASETS
+from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
 from ...runner import DIVERGED_FACTOR
@@ -43,7 +43,8 @@ def render(r: ReportData) -> list[str]:
         + f"; {cfg['repetitions']} repetitions, root seed {cfg['seed']}.",
     ]
     for path, info in (cfg.get("inputs") or {}).items():
-        L.append(f"- Input file `{path}`: {info['bytes']:,} bytes, SHA-256 `{info['sha256']}`.")
+        what = f"Data read: {info['source']}" if "source" in info else f"Input file `{path}`"
+        L.append(f"- {what}: {info['bytes']:,} bytes, SHA-256 `{info['sha256']}`.")
     L += [f"- Data used: {line}." for line in data_lines(cfg)]
     L += [
         "- Feature map: " + ", ".join(f"{k} = {v}" for k, v in cfg["feature_map"].items()) + ".",
