@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from . import config as C
-from .datasets import resume_views
+from .datasets import by_content, resume_views
 from .engines import DEFAULT_ENGINE, engine_of
 from .results import (
     CELL_LOG,
@@ -219,9 +219,8 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
 
 
 def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
-    # data files compared by content: a file moved or renamed with the same bytes resumes
     old, cfg = resume_views(_numbers_part(old), _numbers_part(cfg))
-    if old != cfg:
+    if by_content(old) != by_content(cfg):  # a data file moved with the same bytes resumes
         diff = "\n".join(config_diff(old, cfg))
         raise RunDirError(f"{out} holds results of a different config:\n{diff}\n{hint}")
 

@@ -226,3 +226,12 @@ def test_the_file_hash_is_read_in_chunks(tmp_path, monkeypatch):
     entry = identity.file_identity(data)
     assert entry == {"sha256": want, "bytes": data.stat().st_size}
     assert len(reads) >= data.stat().st_size // 64
+
+
+def test_a_changed_data_file_is_refused_naming_its_path(tmp_path):
+    _csv(tmp_path / "t.csv")
+    path, out = _file_config(tmp_path, "t.csv"), tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
+    _csv(tmp_path / "t.csv", seed=1)
+    where = str((tmp_path / "t.csv").resolve())
+    _refused(invoke(["run", path, "--out", out, "-q"]), f"inputs.{where}.sha256")

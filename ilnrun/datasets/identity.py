@@ -2,7 +2,7 @@
 its bytes (read in chunks of :data:`CHUNK` bytes, after its suffix and size are checked, so a
 huge file is refused before a byte is read), a table read by name by the SHA-256 of its content
 (:func:`~ilnrun.datasets.tables.table_identity`). Both are recorded under the resolved config's
-``inputs``; a resume compares configs by content (:func:`resume_views`): a data file moved or
+``inputs``; a resume compares configs by content (:func:`by_content`): a data file moved or
 renamed with the same bytes is the same config, a changed one is not.
 """
 
@@ -59,19 +59,20 @@ def by_content(cfg: dict) -> dict:
 
 
 def resume_views(old: dict, new: dict) -> tuple[dict, dict]:
-    """The two configs as a resume compares them: by content (:func:`by_content`); a table read
-    by name that the results do not record (written before ilnrun hashed such tables) is left
-    out of the comparison, so such results resume and record it from then on."""
-    old_c, new_c = by_content(old), by_content(new)
-    recorded = old_c.get("inputs") or {}
-    named = {
+    """The two configs as a resume shows them: ``new`` without the tables read by name that the
+    results do not record (written before ilnrun hashed such tables), so that such results
+    resume and record the hash from then on. Compare the views with :func:`by_content`; show
+    their differences as they are (paths named)."""
+    recorded = old.get("inputs") or {}
+    unrecorded = {
         k
-        for k, v in (new_c.get("inputs") or {}).items()
+        for k, v in (new.get("inputs") or {}).items()
         if isinstance(v, dict) and "source" in v and k not in recorded
     }
-    if named:
-        inputs = {k: v for k, v in new_c["inputs"].items() if k not in named}
-        new_c = {k: v for k, v in new_c.items() if k != "inputs"}
-        if inputs:
-            new_c["inputs"] = inputs
-    return old_c, new_c
+    if not unrecorded:
+        return old, new
+    inputs = {k: v for k, v in new["inputs"].items() if k not in unrecorded}
+    new = {k: v for k, v in new.items() if k != "inputs"}
+    if inputs:
+        new["inputs"] = inputs
+    return old, new
