@@ -347,7 +347,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
 # ----------------------------------------------------------------------------------------------
 # the factory
 
-_BUILT: dict[str, tuple[tuple, type]] = {}
+_BUILT: dict[tuple, type] = {}
 
 
 def _camel(name: str) -> str:
@@ -407,11 +407,13 @@ def _doc(spec: LearnerSpec, cls_name: str, positional: list, keyword_only: list)
 
 def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type:
     """The estimator class of a registered learner (by name or spec), built from its spec and
-    the registered feature maps; the same class object as long as neither changes."""
+    the parameters of the registered feature maps: the same class object for the same spec and
+    maps. The first class built for a learner is also this module's attribute of its name
+    (``ShrinkingGradientRegressor``, ``ToyAvgRegressor``), which pickle uses."""
     spec = LEARNERS[learner] if isinstance(learner, str) else learner
-    key = (id(spec), tuple(_map_params()))
-    if spec.name in _BUILT and _BUILT[spec.name][0] == key:
-        return _BUILT[spec.name][1]
+    key = (spec.name, id(spec), tuple(_map_params()))
+    if key in _BUILT:
+        return _BUILT[key]
     positional, keyword_only = _signature(spec)
     fmap_params = {n: p for n, p in _map_params().items() if n in dict(keyword_only)}
     fmap_params = {n: p for n, p in fmap_params.items() if n not in {q.name for q in spec.params}}
@@ -420,7 +422,8 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
     constraints.update({n: c for n, (_, c) in COMMON.items()})
     if spec.budget is not None:
         constraints[spec.budget.name] = [Interval(Integral, 1, None, closed="left")]
-    cls_name = name or (_BUILT[spec.name][1].__name__ if spec.name in _BUILT else _camel(spec.name))
+    earlier = [c for k, c in _BUILT.items() if k[0] == spec.name]
+    cls_name = name or (earlier[0].__name__ if earlier else _camel(spec.name))
     cls = type(
         cls_name,
         (_SpecRegressor,),
@@ -435,8 +438,8 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
         },
     )
     cls.__init__.__qualname__ = f"{cls_name}.__init__"
-    _BUILT[spec.name] = (key, cls)
-    globals()[cls_name] = cls  # so that pickle (joblib workers) finds it by name
+    _BUILT[key] = cls  # (the spec is kept alive by the class: its id is not reused)
+    globals().setdefault(cls_name, cls)  # so that pickle (joblib workers) finds it by name
     return cls
 
 

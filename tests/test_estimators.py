@@ -88,7 +88,11 @@ LEARNER_CASES = [
         {"m": 30, "B": 0.5},
     ),
     (DoublySGDRegressor(k=3, eta=0.3, nu=0.01, **COORD), "doubly_sgd", {"k": 3, "nu": 0.01}),
-    (FixedRandomRegressor(r=40, eta=0.3, lam=0.01, **COORD), "fixed_random", {"r": 40, "lam": 0.01}),
+    (
+        FixedRandomRegressor(r=40, eta=0.3, lam=0.01, **COORD),
+        "fixed_random",
+        {"r": 40, "lam": 0.01},
+    ),
     (KernelOGDRegressor(eta=0.3, **COORD), "kernel_ogd", {}),
 ]
 
