@@ -271,7 +271,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
             )
         return self
 
-    def feature_map_config(self) -> dict:
+    def feature_map_config(self, _stacklevel: int = 2) -> dict:
         """The ``feature_map`` section this estimator stands for (``{"kind": ..., <params>}``),
         as a config would give it; warns when ``feature_map`` is left to its default."""
         name = self.feature_map
@@ -281,7 +281,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
                 f"default parameters (the Gaussian kernel); up to version 0.1 it meant "
                 f"{OLD_DEFAULT_MAP}. Pass feature_map explicitly to silence this warning.",
                 FutureWarning,
-                stacklevel=5,
+                stacklevel=_stacklevel,
             )
             name = DEFAULT_MAP
         if name not in FEATURE_MAPS:
@@ -304,7 +304,8 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
     def _build_feature_map(self, X: np.ndarray) -> FeatureMap:
         """The map of :meth:`feature_map_config`; a data-driven default (a ``special`` value
         such as ``'median'``) that the data make degenerate falls back to 1.0."""
-        spec = self.feature_map_config()
+        # the caller of fit: past _build_feature_map, _pass, fit and the _fit_context wrapper
+        spec = self.feature_map_config(_stacklevel=6)
         cls = FEATURE_MAPS[spec["kind"]]
         if cls.check_data(spec, X) is not None:
             for p in cls.params:
