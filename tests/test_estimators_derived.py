@@ -239,3 +239,21 @@ def test_a_command_line_cell_reproduced_from_python(name, tmp_path):
         est.set_params(predict_mode="estimated")
         est_loss = float(0.5 * np.mean((est.predict(d.X_test[:n]) - d.y_test[:n]) ** 2))
         assert est_loss == row["test_loss_estimated"]
+
+
+@pytest.mark.parametrize("kind", list(FEATURE_MAPS))
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_every_learner_with_every_map(name, kind):
+    """Every registered learner with every registered map: a finite fit and finite
+    predictions, or (a kernel learner with a map without kernel) a refusal that says so."""
+    X, y = _data(n=30)
+    est = E.estimator_class(name)(feature_map=kind, random_state=0)
+    if LEARNERS[name].needs_kernel and not FEATURE_MAPS[kind].has_kernel:
+        with pytest.raises(ValueError, match="closed-form kernel"):
+            est.fit(X, y)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: no divergence, no default map used
+        est.fit(X, y)
+    assert np.all(np.isfinite(est.predict(X))) and len(est.online_losses_) == 30
+    assert est.feature_map_.name == kind
