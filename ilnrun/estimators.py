@@ -125,7 +125,7 @@ def _constraints(p: Param) -> list:
         return out + [Interval(kind, p.min, p.max, closed=closed)]
     if p.type == "bool":
         return out + ["boolean"]
-    return out + [str]
+    return out + ([str, list] if p.type == "strlist" else [str])
 
 
 def _cast(p: Param, v: Any) -> Any:
