@@ -257,3 +257,16 @@ def test_every_learner_with_every_map(name, kind):
         est.fit(X, y)
     assert np.all(np.isfinite(est.predict(X))) and len(est.online_losses_) == 30
     assert est.feature_map_.name == kind
+
+
+def test_a_fitted_estimator_pickles():
+    """The derived classes are module attributes under their names: pickle (joblib workers,
+    GridSearchCV with n_jobs) finds them."""
+    import pickle
+
+    X, y = _data()
+    for cls in (E.ShrinkingGradientRegressor, E.NystroemRidgeRegressor):
+        est = cls(feature_map=KERNEL_MAP, random_state=0).fit(X, y)
+        again = pickle.loads(pickle.dumps(est))
+        assert type(again) is cls
+        np.testing.assert_array_equal(again.predict(X), est.predict(X))
