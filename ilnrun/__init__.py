@@ -18,6 +18,8 @@ _LAZY = {
     "DoublySGDRegressor": "estimators",
     "FixedRandomRegressor": "estimators",
     "KernelOGDRegressor": "estimators",
+    "KernelRidgeRegressor": "estimators",
+    "NystroemRidgeRegressor": "estimators",
 }
 __all__ = ["__version__", *_LAZY]
 

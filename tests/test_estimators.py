@@ -16,6 +16,8 @@ from ilnrun.estimators import (
     DoublySGDRegressor,
     FixedRandomRegressor,
     KernelOGDRegressor,
+    KernelRidgeRegressor,
+    NystroemRidgeRegressor,
     ShrinkingGradientRegressor,
 )
 from ilnrun.features import Coordinate, build_feature_map
@@ -24,14 +26,17 @@ from ilnrun.learners import LEARNERS
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 ESTIMATORS = [
-    ShrinkingGradientRegressor(),
-    DoublySGDRegressor(),
-    FixedRandomRegressor(),
-    KernelOGDRegressor(),
+    ShrinkingGradientRegressor(feature_map="coordinate"),
+    DoublySGDRegressor(feature_map="coordinate"),
+    FixedRandomRegressor(feature_map="coordinate"),
+    KernelOGDRegressor(feature_map="coordinate"),
     ShrinkingGradientRegressor(m=20, feature_map="fourier", predict_mode="estimated", m_test=50),
     DoublySGDRegressor(k=4, eta=0.3, feature_map="fourier", schedule="inv_sqrt"),
     FixedRandomRegressor(r=50, feature_map="relu", eta=0.03, lam=0.01),
     KernelOGDRegressor(feature_map="relu", eta=0.03, center_y=False, scale_y=False),
+    ShrinkingGradientRegressor(feature_map="fourier", preset="theory", c=0.01, B=1.0),
+    KernelRidgeRegressor(feature_map="fourier", ridge=1e-2),
+    NystroemRidgeRegressor(feature_map="relu", rank=30),
 ]
 
 
@@ -51,6 +56,13 @@ def _expected_failures(estimator) -> dict[str, str]:
             # m_test = 2000, while the same fit predicted exactly passes)
             "check_regressors_train": "Algorithm-2 predictions are too noisy for R^2 > 0.5",
         }
+    if getattr(estimator, "preset", None) == "theory":
+        # Theorem 1's eta = B / sqrt(T) = 0.07 on the check's 200 rows: one pass at that step
+        # size reaches R^2 = 0.2-0.4 there (a worst-case guarantee, not a tuned step)
+        return {
+            f"check_regressors_train{v}": "Theorem 1's step size is small at T = 200"
+            for v in ("", "(readonly_memmap=True)", "(readonly_memmap=True,X_dtype=float32)")
+        }
     return {}
 
 
@@ -68,11 +80,20 @@ def _data(n: int = 60, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarra
     return X, y
 
 
+COORD = {"feature_map": "coordinate"}
 LEARNER_CASES = [
-    (ShrinkingGradientRegressor(m=30, eta=0.3, B=0.5), "shrinking_gradient", {"m": 30, "B": 0.5}),
-    (DoublySGDRegressor(k=3, eta=0.3, nu=0.01), "doubly_sgd", {"k": 3, "nu": 0.01}),
-    (FixedRandomRegressor(r=40, eta=0.3, lam=0.01), "fixed_random", {"r": 40, "lam": 0.01}),
-    (KernelOGDRegressor(eta=0.3), "kernel_ogd", {}),
+    (
+        ShrinkingGradientRegressor(m=30, eta=0.3, B=0.5, **COORD),
+        "shrinking_gradient",
+        {"m": 30, "B": 0.5},
+    ),
+    (DoublySGDRegressor(k=3, eta=0.3, nu=0.01, **COORD), "doubly_sgd", {"k": 3, "nu": 0.01}),
+    (
+        FixedRandomRegressor(r=40, eta=0.3, lam=0.01, **COORD),
+        "fixed_random",
+        {"r": 40, "lam": 0.01},
+    ),
+    (KernelOGDRegressor(eta=0.3, **COORD), "kernel_ogd", {}),
 ]
 
 
@@ -107,13 +128,13 @@ def test_estimator_is_the_learner(est, learner, kwargs, feature_map):
 
 def test_counters_are_the_documented_costs():
     X, y = _data(n=50)
-    dsgd = DoublySGDRegressor(k=2, random_state=0).fit(X, y)
+    dsgd = DoublySGDRegressor(k=2, random_state=0, **COORD).fit(X, y)
     assert dsgd.train_evals_ == 2 * 50 * 51 // 2
-    fr = FixedRandomRegressor(r=7, random_state=0).fit(X, y)
+    fr = FixedRandomRegressor(r=7, random_state=0, **COORD).fit(X, y)
     assert (fr.train_evals_, fr.features_sampled_) == (7 * 50, 7)
-    ogd = KernelOGDRegressor().fit(X, y)
+    ogd = KernelOGDRegressor(**COORD).fit(X, y)
     assert (ogd.kernel_evals_, ogd.train_evals_) == (50 * 49 // 2, 0)
-    sg = ShrinkingGradientRegressor(m=10, random_state=0).fit(X, y)
+    sg = ShrinkingGradientRegressor(m=10, random_state=0, **COORD).fit(X, y)
     assert sg.features_sampled_ == 10 * 49 and sg.train_evals_ == 2 * 10 * 49
 
 
@@ -154,7 +175,7 @@ def test_estimated_predictions_approach_exact_ones():
     """Algorithm-2 predictions: seeded (the same call, the same draws), and their error shrinks
     like ``1 / sqrt(m_test)`` towards the exact kernel prediction."""
     X, y = _data(n=80)
-    sg = ShrinkingGradientRegressor(m=50, eta=0.3, random_state=0).fit(X, y)
+    sg = ShrinkingGradientRegressor(m=50, eta=0.3, random_state=0, **COORD).fit(X, y)
     exact = sg.predict(X[:20])
     sg.set_params(predict_mode="estimated", m_test=100)
     coarse = np.max(np.abs(sg.predict(X[:20]) - exact))
@@ -165,8 +186,9 @@ def test_estimated_predictions_approach_exact_ones():
 
 def test_averaged_predictor_differs_from_final():
     X, y = _data(n=80)
-    final = ShrinkingGradientRegressor(m=30, eta=0.5, random_state=0).fit(X, y)
-    avg = ShrinkingGradientRegressor(m=30, eta=0.5, average=True, random_state=0).fit(X, y)
+    final = ShrinkingGradientRegressor(m=30, eta=0.5, random_state=0, **COORD).fit(X, y)
+    avg = ShrinkingGradientRegressor(m=30, eta=0.5, average=True, random_state=0, **COORD)
+    avg.fit(X, y)
     np.testing.assert_array_equal(final.online_losses_, avg.online_losses_)
     assert not np.allclose(final.predict(X), avg.predict(X))
 
@@ -186,7 +208,7 @@ def test_averaged_predictor_differs_from_final():
 )
 def test_bad_parameters_raise_in_fit_naming_them(params, name):
     X, y = _data(n=10)
-    est = ShrinkingGradientRegressor(**params)  # __init__ only stores
+    est = ShrinkingGradientRegressor(**{**COORD, **params})  # __init__ only stores
     with pytest.raises(ValueError, match=f"'{name}' parameter"):
         est.fit(X, y)
 
@@ -195,7 +217,8 @@ def test_degenerate_median_bandwidth_falls_back_to_one():
     X = np.ones((5, 3))  # all rows equal: the median distance is 0
     est = FixedRandomRegressor(r=5, feature_map="fourier", random_state=0).fit(X, np.arange(5.0))
     assert est.feature_map_.sigma == 1.0
-    assert isinstance(ShrinkingGradientRegressor().fit(X, np.ones(5)).feature_map_, Coordinate)
+    sg = ShrinkingGradientRegressor(**COORD).fit(X, np.ones(5))
+    assert isinstance(sg.feature_map_, Coordinate)
 
 
 def _readme_example() -> str:
@@ -209,7 +232,10 @@ def test_readme_estimator_example_runs(capsys):
     """The README's GridSearchCV example on scikit-learn's diabetes data runs as printed."""
     namespace: dict = {}
     exec(compile(_readme_example(), str(README), "exec"), namespace)  # noqa: S102
-    search = namespace["search"]
+    search, krr = namespace["search"], namespace["krr"]
+    # measured: eta = 0.03, R^2 = 0.35 (one pass, fourier); kernel ridge 0.50 (a linear model
+    # gets about 0.48)
     assert search.best_params_["shrinkinggradientregressor__eta"] in (0.01, 0.03)
-    assert search.best_score_ > 0.3  # cross-validated R^2 (a linear model gets about 0.48)
+    assert search.best_score_ > 0.25  # cross-validated R^2
+    assert krr.best_score_ > search.best_score_ + 0.05  # the batch fit is better
     assert "feature evaluations" in capsys.readouterr().out

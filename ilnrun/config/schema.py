@@ -478,7 +478,7 @@ def largest_cell(cfg: dict) -> dict:
                     args = spec.fit_arguments(h, size, T)
                     if spec.budget is not None:
                         size = args.get(spec.budget.name, size)
-                    learner = spec.memory(size or 0, T, w) if spec.memory else 0
+                    learner = spec.memory_bytes(size, T, w, args)
                     mem = data_bytes + kernel_bytes + estimate_bytes + learner
                     evals = (
                         spec.budget.expected(size, T)["train_evals"]

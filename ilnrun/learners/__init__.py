@@ -13,7 +13,14 @@ from importlib.metadata import entry_points
 
 from .base import BudgetSize, FitResult, LearnerSpec
 
-MODULES = ("shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd", "kernel_ridge")
+MODULES = (
+    "shrinking_gradient",
+    "doubly_sgd",
+    "fixed_random",
+    "kernel_ogd",
+    "kernel_ridge",
+    "nystroem_ridge",
+)
 
 
 def _load() -> dict[str, LearnerSpec]:

@@ -7,6 +7,7 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -219,6 +220,7 @@ class BudgetSize:
     cost: Callable[[str, int], int]
     expected: Callable[[int, int], dict[str, int]]
     doc: str = ""
+    default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,8 @@ class LearnerSpec:
       Theorem 1; learners without it get no regret); ``notes(settings, Ts)`` lines for
       ``ilnrun validate``; ``curve(res, t)`` extra learning-curve columns; ``memory(size, T,
       w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
-      feature parameter (the estimate ``ilnrun validate`` checks against the machine).
+      feature parameter (the estimate ``ilnrun validate`` checks against the machine; a fourth
+      parameter, if the hook has one, gets the cell's ``fit`` keywords: :meth:`memory_bytes`).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -262,7 +265,7 @@ class LearnerSpec:
     exact_online_loss: Callable[[FitResult, np.ndarray, np.ndarray], float] | None = None
     notes: Callable[[list[dict], list[int]], list[str]] | None = None
     curve: Callable[[FitResult, np.ndarray], dict] | None = None
-    memory: Callable[[int, int, int], int] | None = None
+    memory: Callable[..., int] | None = None
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
     engines: dict[str, str] = field(default_factory=dict)
 
@@ -273,6 +276,16 @@ class LearnerSpec:
 
         module = self.engines.get(name)
         return None if module is None else importlib.import_module(module, __package__)
+
+    def memory_bytes(self, size: int | None, T: int, w: int, args: dict) -> int:
+        """The ``memory`` hook's estimate for a cell with ``fit`` keywords ``args`` (0 without a
+        hook). A hook with a fourth parameter also gets ``args``, for learners whose memory
+        depends on a grid parameter rather than on a budget size (Nyström's ``rank``)."""
+        if self.memory is None:
+            return 0
+        if len(inspect.signature(self.memory).parameters) >= 4:
+            return self.memory(size or 0, T, w, args)
+        return self.memory(size or 0, T, w)
 
     def takes_budget(self, h: dict) -> bool:
         """Whether setting ``h`` takes its size from the matched budget."""

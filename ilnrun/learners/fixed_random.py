@@ -95,6 +95,7 @@ SPEC = LearnerSpec(
         cost=lambda match, T: T if match == "evaluations" else 1,
         expected=lambda r, T: {"train_evals": r * T, "features_sampled": r},
         doc="random features drawn once, each evaluated on every x_t",
+        default=100,
     ),
     memory=lambda r, T, w: 8 * (r * (w + 3) + 2 * T),
     engines={"jax": ".fixed_random_jax"},  # the same pass on the jax engine

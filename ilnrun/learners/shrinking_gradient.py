@@ -310,6 +310,7 @@ SPEC = LearnerSpec(
         cost=lambda match, T: 2 * (T - 1) if match == "evaluations" else T - 1,
         expected=lambda m, T: {"train_evals": 2 * m * (T - 1), "features_sampled": m * (T - 1)},
         doc="samples per round of Algorithm 2 (two evaluations each, none at round 1)",
+        default=100,
     ),
     role="proposed",
     choices=(
