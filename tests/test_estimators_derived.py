@@ -16,7 +16,7 @@ from sklearn.model_selection import GridSearchCV
 import ilnrun.estimators as E
 from ilnrun import config as C
 from ilnrun.config.grid import seed_sequence
-from ilnrun.data import DATASETS
+from ilnrun.datasets import DATASETS
 from ilnrun.features import FEATURE_MAPS, Fourier, build_feature_map
 from ilnrun.learners import LEARNERS
 from ilnrun.params import Param
