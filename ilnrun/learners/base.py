@@ -231,6 +231,9 @@ class LearnerSpec:
     - ``budget``: the size it takes from the matched budget, or ``None`` (not budget-limited).
     - ``role``: ``proposed`` (the learner under test: the report compares it with every
       competitor), ``competitor`` (budgeted baselines) or ``reference`` (drawn for scale).
+    - ``batch``: the learner fits all ``T`` examples at once (no online pass; its per-round
+      losses are not a learning curve): figures draw it as a level, reports state every online
+      learner's gap to it.
     - ``needs_kernel``: runs only with a feature map that has a closed-form kernel.
     - hooks for special cases: ``unused(h)`` hyperparameters a setting does not use;
       ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
@@ -254,6 +257,7 @@ class LearnerSpec:
     params: tuple[Param, ...]
     budget: BudgetSize | None = None
     role: str = "competitor"
+    batch: bool = False
     needs_kernel: bool = False
     unused: Callable[[dict], set[str]] = step_unused
     uses_budget: Callable[[dict], bool] | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..data import COMPARISONS, ReportData, label
+from .gap import headline_lines as gap_lines
 from .theory import slope_sentence
 
 
@@ -29,7 +30,7 @@ def mean_lines(r: ReportData) -> list[str]:
         return []
     exact = r.mean_rows("test_loss")
     est = {(m, k): v for m, k, _, v in r.mean_rows("test_loss_estimated")}
-    where = f" at every {r.xa} unless said" if r.xa else ""
+    where = f", counted over the {len(r.xs)} {r.xa}" if r.xa and len(r.xs) > 1 else ""
     L = []
     for k in r.ks or [None]:
         parts = []
@@ -59,6 +60,7 @@ def mean_lines(r: ReportData) -> list[str]:
 def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
     L += mean_lines(r)
+    L += gap_lines(r)
     for metric, by, what in COMPARISONS:
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:
