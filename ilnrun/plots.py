@@ -253,8 +253,10 @@ def _figure1(data: _Data) -> Figure:
         _yardstick_vs_x(ax, data, rows, xs, pos)
         if k is not None:
             title = _budget_text(budget_rows, k)
-        else:
+        elif budget_rows["budget_target"].notna().any():
             title = f"budgets matched on {_unit(budget_rows)} per training pass"
+        else:  # e.g. Shrinking Gradient's theory preset: m and eta from T
+            title = "no matched budget: every learner sets its own size"
         if facet:
             title = f"{title}\n{_facet_text(facet)}"
         ax.set_title(title, fontsize=9.5)

@@ -9,7 +9,7 @@
   learners uses the per-repetition differences ``a_r - b_r`` and the interval of their mean.
 - Verdict words: a difference is *significant* when its interval excludes 0; over several data
   settings the words count them ("significantly worse at 1 of 6 D, better at none").
-- Paired ratios (the gap to a batch reference, docs/protocol.md §9): the per-repetition ratios
+- Paired ratios (the gap to a batch reference, docs/protocol.md §8.2): the per-repetition ratios
   ``a_r / b_r``, summarized by their geometric mean ``exp(mean_r log(a_r / b_r))`` with the
   95% t-interval of the mean log ratio mapped back by ``exp``.
 """
@@ -195,7 +195,7 @@ def slope_interval(per_rep: dict[object, tuple[list[float], list[float]]]) -> di
 
 
 # ----------------------------------------------------------------------------------------------
-# paired ratios: the gap to a batch reference (docs/protocol.md §9)
+# paired ratios: the gap to a batch reference (docs/protocol.md §8.2)
 
 
 def paired_ratio(a: object, b: object) -> dict[str, float]:

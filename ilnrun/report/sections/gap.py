@@ -1,6 +1,6 @@
 """The gap to the batch fit: every online learner's test NMSE as a multiple of a batch
 reference's (kernel ridge regression), paired by repetition, with a 95% interval
-(:func:`ilnrun.stats.paired_ratio`, docs/protocol.md §9). Stated in the headline and tabulated
+(:func:`ilnrun.stats.paired_ratio`, docs/protocol.md §8.2). Stated in the headline and tabulated
 with the verdicts; the reference's own NMSE, the yardstick, is printed beside it."""
 
 from __future__ import annotations
