@@ -65,8 +65,11 @@ def axis_label(key: str) -> str:
 
 UNITS = {"evaluations": "feature evaluations", "samples": "feature samples"}
 TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"  # results without test_nmse
-TEST_NMSE = "test NMSE = mean (f(x)−y)² / var(y_test)\n(mean, 95% CI; 1 = the mean predictor)"
-ONLINE = "running mean online loss\n½(f_t(x_t)−y_t)²"
+# one-line axis labels: a multi-line label makes the constrained layout depend on the order
+# of the formats saved (PDF/SVG bytes would differ between calls)
+TEST_NMSE = "test NMSE (mean, 95% CI; 1 = mean predictor)"
+NMSE_DEF = "test NMSE = mean (f(x)−y)² / var(y_test)"
+ONLINE = "online loss ½(f_t(x_t)−y_t)², running mean"
 SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
 MAX_COLS = 3
 
@@ -275,7 +278,7 @@ def _figure1(data: _Data) -> Figure:
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    what = "test NMSE" if data.metric == "test_nmse" else "test loss"
+    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
     _finish(fig, axes, data.header(f"{what} vs {data.xlabel()}"))
     return fig
 
@@ -290,11 +293,15 @@ def _yscale(ax: Axes, log: bool) -> None:
 def _estimated_style(data: _Data, method: str) -> dict[str, Any]:
     """The learner's colour, dotted, labelled as its Algorithm-2 test loss with ``m_test``."""
     ev = data.cfg.get("evaluation", {})
+    n_est, n_test = ev.get("n_test_estimated", "all"), data.cfg.get("dataset", {}).get("n_test")
+    if isinstance(n_est, int) and isinstance(n_test, int):
+        n_est = min(n_est, n_test)
+    points = "all test points" if n_est == "all" else f"first {n_est} test points"
     return {
         **data.style[method],
         "linestyle": ":",
         "label": f"{data.style[method]['label']}, Algorithm-2 test estimates "
-        f"(m_test={ev.get('m_test')}, first {ev.get('n_test_estimated', 'all')} test points)",
+        f"(m_test={ev.get('m_test')}, {points})",
     }
 
 
@@ -551,7 +558,7 @@ def _budget_sweep(data: _Data) -> Figure:
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    what = "test NMSE" if data.metric == "test_nmse" else "test loss"
+    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
     _finish(fig, axes, data.header(f"{what} vs budget ({unit} per training pass)"))
     return fig
 
