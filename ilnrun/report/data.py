@@ -122,7 +122,7 @@ class ReportData:
         self.meta = json.loads((self.results_dir / "meta.json").read_text())
         self.runs = pd.read_csv(self.results_dir / "runs.csv")
         # a learner without parameters has the empty setting, which the CSV reads back as NaN
-        self.runs["setting"] = self.runs["setting"].fillna("")
+        self.runs["setting"] = self.runs["setting"].astype(object).fillna("")
         self.summary = pd.read_csv(self.results_dir / "summary.csv")
         self.xa = x_axis(self.cfg)
         self.ks = [int(k) for k in sorted(self.summary["dsgd_k"].dropna().unique())]

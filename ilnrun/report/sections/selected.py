@@ -15,7 +15,12 @@ def render(r: ReportData) -> list[str]:
             s = s[s["dsgd_k"] == k] if k is not None else s
             # a learner without parameters has the empty setting (read back from CSV as NaN);
             # a group with nothing selected has n = 0
-            chosen = s.loc[s["n"].fillna(0) > 0, "setting"].fillna("").replace("", NO_PARAMS)
+            chosen = (
+                s.loc[s["n"].fillna(0) > 0, "setting"]
+                .astype(object)
+                .fillna("")
+                .replace("", NO_PARAMS)
+            )
             counts = chosen.value_counts()
             rows.append(
                 [
