@@ -67,9 +67,9 @@ UNITS = {"evaluations": "feature evaluations", "samples": "feature samples"}
 TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"  # results without test_nmse
 # one-line axis labels: a multi-line label makes the constrained layout depend on the order
 # of the formats saved (PDF/SVG bytes would differ between calls)
-TEST_NMSE = "test NMSE (mean, 95% CI; 1 = mean predictor)"
+TEST_NMSE = "test NMSE (mean, 95% CI)"  # NMSE = 1 is labelled in the legend
 NMSE_DEF = "test NMSE = mean (f(x)−y)² / var(y_test)"
-ONLINE = "online loss ½(f_t(x_t)−y_t)², running mean"
+ONLINE = "running mean online loss"
 SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
 MAX_COLS = 3
 
@@ -294,9 +294,12 @@ def _estimated_style(data: _Data, method: str) -> dict[str, Any]:
     """The learner's colour, dotted, labelled as its Algorithm-2 test loss with ``m_test``."""
     ev = data.cfg.get("evaluation", {})
     n_est, n_test = ev.get("n_test_estimated", "all"), data.cfg.get("dataset", {}).get("n_test")
-    if isinstance(n_est, int) and isinstance(n_test, int):
-        n_est = min(n_est, n_test)
-    points = "all test points" if n_est == "all" else f"first {n_est} test points"
+    if n_est == "all":
+        points = "all test points"
+    elif isinstance(n_test, int):
+        points = f"first {min(n_est, n_test)} test points"
+    else:  # e.g. n_test: rest — the number of test points depends on the table
+        points = f"first {n_est} test points, or all if fewer"
     return {
         **data.style[method],
         "linestyle": ":",
@@ -478,7 +481,7 @@ def _curves(data: _Data) -> Figure:
         if not drawn:
             _empty(ax)
     skipped = ", ".join(data.style[m]["label"] for m in data.batch)
-    what = "learning curves (mean over repetitions, 95% t-interval)"
+    what = "learning curves: running mean of ½(f_t(x_t)−y_t)² (mean over repetitions, 95% CI)"
     if skipped:
         what += f"; {skipped}: batch, no online pass, not drawn"
     _finish(fig, axes, data.header(what))
