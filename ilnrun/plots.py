@@ -87,6 +87,7 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
         for name, fig in figures.items():
+            _freeze_layout(fig)
             for fmt in formats:
                 path = results_dir / f"{name}.{fmt}"
                 save_figure_atomic(
@@ -95,6 +96,14 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
                 written.append(path)
             fig.clear()
     return written
+
+
+def _freeze_layout(fig: Figure) -> None:
+    """Lay the figure out once (constrained layout, at the figure's own dpi) and keep those
+    positions for every format saved: otherwise each save lays it out again with its own
+    renderer, and a PDF or SVG would depend on which formats were saved before it."""
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
 
 
 class _Data:
