@@ -257,7 +257,6 @@ class LearnerSpec:
     params: tuple[Param, ...]
     budget: BudgetSize | None = None
     role: str = "competitor"
-    batch: bool = False
     needs_kernel: bool = False
     unused: Callable[[dict], set[str]] = step_unused
     uses_budget: Callable[[dict], bool] | None = None
@@ -269,6 +268,7 @@ class LearnerSpec:
     memory: Callable[[int, int, int], int] | None = None
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
     engines: dict[str, str] = field(default_factory=dict)
+    batch: bool = False
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or
