@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from .learners import LEARNERS, competitors
 
@@ -204,6 +205,33 @@ def finish(fig: Figure, axes: list[Axes], title: str) -> None:
             ncol=ncol,
             fontsize="medium" if width >= 9 else "small",
         )
+
+
+def freeze_layout(fig: Figure) -> None:
+    """Lay the figure out once (constrained layout, at the figure's own dpi) and keep those
+    positions for every format saved: otherwise each save lays it out again with its own
+    renderer, and a PDF or SVG would depend on which formats were saved before it."""
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+
+
+def yscale(ax: Axes, log: bool) -> None:
+    """Log y axis (``log``) with plain-number tick labels."""
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def stretches(pos: np.ndarray, log: bool) -> list[tuple[float, float]]:
+    """The stretch of axis around each x position: 35% of the way to each neighbour (in log
+    units on a log axis), so levels at neighbouring x values never touch."""
+    p = np.log(pos) if log else np.asarray(pos, dtype=float)
+    gaps = np.diff(p) if len(p) > 1 else np.array([1.0])
+    left = p - 0.35 * np.concatenate([[gaps[0]], gaps])
+    right = p + 0.35 * np.concatenate([gaps, [gaps[-1]]])
+    if log:
+        left, right = np.exp(left), np.exp(right)
+    return list(zip(left.tolist(), right.tolist(), strict=True))
 
 
 def empty(ax: Axes) -> None:

@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import NullLocator
 
 from .data import DATASETS
 from .learners import LEARNERS, competitors
@@ -40,8 +40,8 @@ from .plotkit import band as _band
 from .plotkit import empty as _empty
 from .plotkit import finish as _finish
 from .plotkit import fmt as _fmt
+from .plotkit import freeze_layout, level, nmse_one, stretches, styles, yscale
 from .plotkit import grid as _grid
-from .plotkit import level, nmse_one, styles
 from .plotkit import positions as _positions
 from .plotkit import span as _span
 from .plotkit import spread as _spread
@@ -87,7 +87,7 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
         for name, fig in figures.items():
-            _freeze_layout(fig)
+            freeze_layout(fig)
             for fmt in formats:
                 path = results_dir / f"{name}.{fmt}"
                 save_figure_atomic(
@@ -96,14 +96,6 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
                 written.append(path)
             fig.clear()
     return written
-
-
-def _freeze_layout(fig: Figure) -> None:
-    """Lay the figure out once (constrained layout, at the figure's own dpi) and keep those
-    positions for every format saved: otherwise each save lays it out again with its own
-    renderer, and a PDF or SVG would depend on which formats were saved before it."""
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
 
 
 class _Data:
@@ -283,20 +275,13 @@ def _figure1(data: _Data) -> Figure:
                 ax.xaxis.set_minor_locator(NullLocator())
             if ticklabels is not None or len(xs) <= 8:
                 ax.set_xticks(pos, ticklabels or [_fmt(v) for v in xs])
-        _yscale(ax, log)
+        yscale(ax, log)
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
     what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
     _finish(fig, axes, data.header(f"{what} vs {data.xlabel()}"))
     return fig
-
-
-def _yscale(ax: Axes, log: bool) -> None:
-    """Log y axis (``log``) with plain-number tick labels."""
-    if log:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def _estimated_style(data: _Data, method: str) -> dict[str, Any]:
@@ -418,22 +403,10 @@ def _levels_vs_x(
     if data.x in (None, "dsgd_k"):
         level(ax, rows[col].iloc[0], rows[f"{data.metric}_ci95"].iloc[0], style, log=log)
         return True
-    stretch = _stretches(pos, _use_log(pos))  # the x axis is logarithmic by the same rule
+    stretch = stretches(pos, _use_log(pos))  # the x axis is logarithmic by the same rule
     for v, mean, half in zip(rows[data.x], rows[col], rows[f"{data.metric}_ci95"], strict=True):
         level(ax, mean, half, style, log=log, x=stretch[xs.index(v)])
     return True
-
-
-def _stretches(pos: np.ndarray, log: bool) -> list[tuple[float, float]]:
-    """The stretch of axis around each x position: 35% of the way to each neighbour (in log
-    units on a log axis), so levels at neighbouring x values never touch."""
-    p = np.log(pos) if log else np.asarray(pos, dtype=float)
-    gaps = np.diff(p) if len(p) > 1 else np.array([1.0])
-    left = p - 0.35 * np.concatenate([[gaps[0]], gaps])
-    right = p + 0.35 * np.concatenate([gaps, [gaps[-1]]])
-    if log:
-        left, right = np.exp(left), np.exp(right)
-    return list(zip(left.tolist(), right.tolist(), strict=True))
 
 
 def _curves(data: _Data) -> Figure:
@@ -485,7 +458,7 @@ def _curves(data: _Data) -> Figure:
         ax.set_title("\n".join(p for p in parts if p), fontsize=9)
         ax.set_xlabel("round t")
         ax.set_ylabel(ONLINE)
-        _yscale(ax, log)
+        yscale(ax, log)
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
@@ -563,7 +536,7 @@ def _budget_sweep(data: _Data) -> Figure:
         if 0 < len(targets) <= 8:
             ax.set_xticks(targets, [f"{int(t):,}" for t in targets])
             ax.xaxis.set_minor_locator(NullLocator())
-        _yscale(ax, log)
+        yscale(ax, log)
         ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
         ax.set_xlabel(f"budget: {unit} per training pass")
         ax.set_ylabel(data.ylabel)
