@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # kept equal to pyproject.toml (a test checks)
 
 _LAZY = {
     "run_experiment": "api",

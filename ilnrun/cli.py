@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from . import __version__
 from . import config as C
 
 
@@ -55,7 +56,7 @@ _SET = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="ilnrun")
+@click.version_option(version=__version__, prog_name="ilnrun")
 def main() -> None:
     """ilnrun — reproduce and extend the comparison of "Learning Infinite Layer Networks Without
     the Kernel Trick" (Livni, Carmon, Globerson): Shrinking Gradient, Doubly SGD and Fixed-Random

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from . import __version__
 from . import config as C
 from .datasets import by_content, resume_views
 from .engines import DEFAULT_ENGINE, engine_of
@@ -222,7 +223,18 @@ def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
     old, cfg = resume_views(_numbers_part(old), _numbers_part(cfg))
     if by_content(old) != by_content(cfg):  # a data file moved with the same bytes resumes
         diff = "\n".join(config_diff(old, cfg))
-        raise RunDirError(f"{out} holds results of a different config:\n{diff}\n{hint}")
+        try:
+            older = _older_version(out / "meta.json")
+        except (OSError, ValueError, RecursionError, AttributeError):
+            older = None
+        why = (
+            f"\n(refused: the results were written by ilnrun {older}, this is {__version__}; "
+            f"its resolved config differs from the one this version resolves — see the "
+            f"changelog for what changed)"
+            if older is not None
+            else ""
+        )
+        raise RunDirError(f"{out} holds results of a different config:\n{diff}{why}\n{hint}")
 
 
 def _git_commit() -> str | None:
@@ -242,8 +254,8 @@ def _git_commit() -> str | None:
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in ("ilnrun", "numpy", "pandas", "joblib", "click", "pyyaml", "matplotlib"):
+    out = {"python": platform.python_version(), "ilnrun": __version__}
+    for pkg in ("numpy", "pandas", "joblib", "click", "pyyaml", "matplotlib"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -305,6 +317,9 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     resumed = prepare_dir(out, cfg, fresh)
     meta_path = out / "meta.json"
     first_start = _first_start(meta_path) if resumed else None
+    older = _older_version(meta_path) if resumed else None
+    if older is not None:  # said even with -q: the directory's provenance changes
+        print(older_version_note(older, out), file=sys.stderr)
     write_atomic(out / "config.yaml", C.dump(cfg))
     all_cells = C.cells(cfg)
     order = {c.id: c.index for c in all_cells}
@@ -324,6 +339,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         )
     pending = [c for c in all_cells if c.id not in done]
     meta = {
+        "ilnrun_version": __version__,
         "command": " ".join(sys.argv),
         "config_path": config_path,
         "start": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -345,6 +361,8 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
             print(f"engine jax on {meta['device']}", file=sys.stderr)
     if first_start is not None:
         meta["first_start"] = first_start
+    if older is not None:
+        meta["resumed_from_version"] = older
     write_atomic(meta_path, json.dumps(meta, indent=2))
     if not quiet:
         print(
@@ -381,6 +399,34 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "eval_s": float(eval_s.sum()),
         "train_s": float(runs["wall_s"].sum()),
     }
+
+
+def _older_version(meta_path: Path) -> str | None:
+    """The ilnrun version that wrote ``meta.json`` when it is not this one (``"unknown"`` for a
+    directory written before ``meta.json`` carried a version); None when it is this version or
+    there is no ``meta.json``. Read only after :func:`_first_start` has checked the file."""
+    if not meta_path.exists():
+        return None
+    old = json.loads(meta_path.read_bytes())
+    version = old.get("ilnrun_version") or (old.get("versions") or {}).get("ilnrun")
+    if old.get("ilnrun_version") is None and version == __version__:
+        version = None  # written by a development copy of this version, before the key existed
+    if version == __version__:
+        return None
+    return str(version or "unknown")
+
+
+def older_version_note(older: str, out: Path) -> str:
+    """What ``ilnrun run`` says when it resumes a directory written by another version: it
+    resumes because the resolved config still validates and equals the stored one, and every
+    cell record is checked against its digest (records that differ run again)."""
+    made = "an unknown earlier version" if older == "unknown" else f"version {older}"
+    return (
+        f"note: resuming {out}, written by ilnrun {made} (this is {__version__}): the config "
+        f"still validates and equals the stored one, and each finished cell is kept only if its "
+        f"record digest matches (others run again). Use --fresh to recompute every cell with "
+        f"{__version__}."
+    )
 
 
 def _first_start(meta_path: Path) -> str | None:

@@ -1,24 +1,28 @@
 """Figures from a results directory (``summary.csv``, ``curves.csv``, ``config.yaml``).
 
-- ``figure1``: selected test loss against the experiment's x axis, one panel per budget
-  (``dsgd_k``), 95% t-interval bands, the exact-kernel oracle dashed in every panel, the mean
-  predictor (training-label mean, docs/protocol.md §8) as a grey dash-dotted line, and a
-  learner's Algorithm-2 test loss (what a user without the kernel gets) dotted in its colour.
+- ``figure1``: selected test NMSE (``mean (f(x) − y)² / var(y_test)``, docs/protocol.md §8)
+  against the experiment's x axis, one panel per budget (``dsgd_k``), 95% t-interval bands; the
+  online references (the exact-kernel oracle) as lines in their own styles, the batch references
+  (kernel ridge) as levels; NMSE = 1, the mean predictor, as a labelled grey dash-dotted line;
+  a learner's Algorithm-2 test NMSE (what a user without the kernel gets, on the first
+  ``n_test_estimated`` test points) dotted in its colour.
 - ``curves``: running mean online loss against round ``t`` (mean over repetitions, band
-  95% t-interval), rows = budgets, columns = at most three x-axis values.
-- ``budget_sweep`` (only with two or more budgets): test loss against the budget target, with
-  the same mean-predictor and Algorithm-2 lines.
+  95% t-interval), rows = budgets, columns = at most three x-axis values; the mean predictor's
+  test loss for scale. Batch references have no online pass and are not drawn.
+- ``budget_sweep`` (only with two or more budgets): test NMSE against the budget target, with
+  the same NMSE = 1 line, Algorithm-2 lines and the references as levels.
 
-The x axis is the first ``dataset`` key (config order) with more than one value in
-``summary.csv``; failing that ``dsgd_k``; failing that a single categorical point. Dataset keys
-other than the x axis that also vary split the panels further. Figures are built on
-:class:`matplotlib.figure.Figure` directly, so no pyplot or global backend state is touched.
+Test-loss panels are in NMSE (results written before ``test_nmse`` existed: in test loss, with
+the mean predictor's loss as the yardstick); every y axis is logarithmic when the drawn values
+span more than a factor of 20 (:func:`ilnrun.plotkit.use_log`). The x axis is the first
+``dataset`` key (config order) with more than one value in ``summary.csv``; failing that
+``dsgd_k``; failing that a single categorical point. Dataset keys other than the x axis that
+also vary split the panels further. Figures are built on :class:`matplotlib.figure.Figure`
+directly, so no pyplot or global backend state is touched.
 """
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,38 +36,20 @@ from matplotlib.ticker import NullLocator
 
 from .datasets import DATASETS
 from .learners import LEARNERS, competitors
+from .plotkit import band as _band
+from .plotkit import empty as _empty
+from .plotkit import finish as _finish
+from .plotkit import fmt as _fmt
+from .plotkit import freeze_layout, level, nmse_one, stretches, styles, yscale
+from .plotkit import grid as _grid
+from .plotkit import positions as _positions
+from .plotkit import span as _span
+from .plotkit import spread as _spread
+from .plotkit import use_log as _use_log
 from .results import save_figure_atomic
 from .stats import t975
 
-# Learners are drawn in registry order: the compared learners take colours and markers from
-# these cycles, reference learners are black and dashed.
-COLOR_CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
-MARKER_CYCLE = ("o", "s", "^", "v", "P", "X", "*")
-# reference learners: black dashed, then dark grey dash-dot-dotted
-REF_COLORS = ("black", "#555555")
-REF_MARKERS = ("D", "*")
-REF_LINES = ("--", (0, (6, 2, 1, 2, 1, 2)))
 BUDGET_AXIS = "budget: Doubly SGD features per round k"
-
-
-def styles() -> dict[str, dict[str, Any]]:
-    """Label, colour, marker, line style and horizontal offset of every registered learner."""
-    out: dict[str, dict[str, Any]] = {}
-    compared = competitors()
-    refs = [n for n in LEARNERS if n not in compared]
-    n = len(LEARNERS)
-    for i, (name, spec) in enumerate(LEARNERS.items()):
-        ref = spec.role == "reference"
-        j = compared.index(name) if not ref else refs.index(name)
-        out[name] = {
-            "label": spec.label,
-            "color": REF_COLORS[j % 2] if ref else COLOR_CYCLE[j % len(COLOR_CYCLE)],
-            "marker": REF_MARKERS[j % 2] if ref else MARKER_CYCLE[j % len(MARKER_CYCLE)],
-            "linestyle": REF_LINES[j % 2] if ref else "-",
-            "dodge": 0.08 * (i - (n - 1) / 2),
-            "reference": ref,
-        }
-    return out
 
 
 def axis_label(key: str) -> str:
@@ -78,10 +64,14 @@ def axis_label(key: str) -> str:
 
 
 UNITS = {"evaluations": "feature evaluations", "samples": "feature samples"}
-TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"
+TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"  # results without test_nmse
+# one-line axis labels: a multi-line label makes the constrained layout depend on the order
+# of the formats saved (PDF/SVG bytes would differ between calls)
+TEST_NMSE = "test NMSE (mean, 95% CI)"  # NMSE = 1 is labelled in the legend
+NMSE_DEF = "test NMSE = mean (f(x)−y)² / var(y_test)"
+ONLINE = "running mean online loss"
 SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
 MAX_COLS = 3
-MIN_WIDTH = 8.0  # inches: room for the suptitle and the legend over a single panel
 
 
 def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
@@ -97,6 +87,7 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
         for name, fig in figures.items():
+            freeze_layout(fig)
             for fmt in formats:
                 path = results_dir / f"{name}.{fmt}"
                 save_figure_atomic(
@@ -114,16 +105,23 @@ class _Data:
         self.cfg = cfg
         keys = [k for k in cfg.get("dataset", {}) if k != "kind" and k in summary.columns]
         summary = summary[summary["n"].fillna(0) > 0].reset_index(drop=True)
-        for col in ("test_loss_mean", "test_loss_ci95"):  # absent when nothing was selected
+        # the test-loss panels' metric: NMSE (1 = the mean predictor); older results: the loss
+        nmse = "test_nmse_mean" in summary
+        self.metric = "test_nmse" if nmse else "test_loss"
+        self.estimated = f"{self.metric}_estimated" if nmse else "test_loss_estimated"
+        self.ylabel = TEST_NMSE if nmse else TEST_LOSS
+        for col in (f"{self.metric}_mean", f"{self.metric}_ci95"):  # absent: nothing selected
             if col not in summary:
                 summary[col] = np.nan
         self.summary = summary
         self.curves = curves
         self.style = styles()
-        self.compared = [m for m in competitors() if m in set(summary["method"])]
-        self.references = [
-            m for m in self.style if self.style[m]["reference"] and m in set(summary["method"])
-        ]
+        present = set(summary["method"])
+        self.compared = [m for m in competitors() if m in present]
+        refs = [m for m in self.style if self.style[m]["reference"] and m in present]
+        # online references are drawn as curves; batch references (no online pass) as levels
+        self.references = [m for m in refs if not self.style[m]["batch"]]
+        self.batch = [m for m in refs if self.style[m]["batch"]]
         self.budgeted = self.summary["method"].isin(self.compared)
         varying = [k for k in keys if self.summary[k].nunique(dropna=False) > 1]
         if varying:
@@ -185,19 +183,6 @@ class _Data:
         return f"{self.name}: {what} ({', '.join(parts)})"
 
 
-def _fmt(v: Any) -> str:
-    """Compact text of a table value (integers without a trailing ``.0``)."""
-    if isinstance(v, float | np.floating) and float(v).is_integer():
-        return str(int(v))
-    return str(v)
-
-
-def _span(col: pd.Series) -> str:
-    """``40`` or ``40–80`` for the values of a numeric column."""
-    lo, hi = col.min(), col.max()
-    return _fmt(lo) if lo == hi else f"{_fmt(lo)}–{_fmt(hi)}"
-
-
 def _select(df: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
     """Rows of ``df`` whose columns equal ``where`` (NaN never matches)."""
     mask = np.ones(len(df), dtype=bool)
@@ -236,99 +221,8 @@ def _unit(rows: pd.DataFrame) -> str:
     return UNITS.get(str(match.iloc[0]), "features") if len(match) else "features"
 
 
-def _grid(n: int, ncols: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Axes]]:
-    """A figure with ``n`` panels in rows of at most ``ncols``; unused cells are hidden."""
-    ncols = max(1, min(ncols, n))
-    nrows = -(-n // ncols)
-    fig = Figure(
-        figsize=(max(width * ncols, MIN_WIDTH), height * nrows + 0.9), layout="constrained"
-    )
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes[:n]
-
-
-def _positions(values: Sequence[Any]) -> tuple[np.ndarray, list[str] | None]:
-    """Numeric x positions of ``values``, and tick labels when they are categorical."""
-    arr = np.asarray(values, dtype=object)
-    numeric = all(
-        isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
-        for v in arr
-    )
-    if numeric:
-        return arr.astype(float), None
-    return np.arange(len(arr), dtype=float), [_fmt(v) for v in arr]
-
-
-def _band(
-    ax: Axes,
-    x: np.ndarray,
-    mean: np.ndarray,
-    half: np.ndarray,
-    style: dict[str, Any],
-    *,
-    markers: bool = True,
-    log: bool = False,
-    nonnegative: bool = True,
-) -> None:
-    """A line (dashed black for the oracle) with a shaded band ``mean ± half``; a single point
-    is drawn with an error bar instead."""
-    half = np.nan_to_num(np.asarray(half, dtype=float))
-    lo, hi = mean - half, mean + half
-    # losses are >= 0: a band reaching below zero stops at 0 (at a tenth of the mean on log axes)
-    if nonnegative:
-        lo = np.where(lo > 0, lo, mean / 10 if log else 0.0)
-    line = {
-        "color": style["color"],
-        "label": style["label"],
-        "linestyle": style["linestyle"],
-        "marker": style["marker"] if markers else None,
-        "markersize": 5,
-        "linewidth": 1.6,
-    }
-    if len(x) == 1:
-        ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], capsize=4, **line)
-        return
-    ax.plot(x, mean, **line)
-    ax.fill_between(x, lo, hi, color=style["color"], alpha=0.07 if style["reference"] else 0.15)
-
-
-def _use_log(values: Sequence[float] | np.ndarray) -> bool:
-    """Log scale when all values are positive and span more than a factor of 10."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    return bool(len(v) and v.min() > 0 and v.max() / v.min() > 10)
-
-
-def _finish(fig: Figure, axes: list[Axes], title: str) -> None:
-    """Suptitle (wrapped to the figure width) and one legend for the whole figure, below the
-    panels (never over the data)."""
-    width = fig.get_figwidth()
-    fig.suptitle(textwrap.fill(title, width=int(width * 11)))
-    handles: dict[str, Any] = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(label, h)
-    known = [s["label"] for s in styles().values()]
-    order = [k for k in known if k in handles] + [k for k in handles if k not in known]
-    if order:
-        ncol = min(len(order), max(2, int(width / 4.6)))  # long labels: about 4.6 in each
-        fig.legend(
-            [handles[k] for k in order],
-            order,
-            loc="outside lower center",
-            ncol=ncol,
-            fontsize="medium" if width >= 9 else "small",
-        )
-
-
-def _empty(ax: Axes) -> None:
-    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
-
-
 def _figure1(data: _Data) -> Figure:
-    """Test loss against the x axis, one panel per (budget, other varying dataset keys)."""
+    """Test NMSE against the x axis, one panel per (budget, other varying dataset keys)."""
     s = data.summary
     if data.x == "dsgd_k":
         panels = [(None, f) for f in data.facets(s)]
@@ -340,7 +234,7 @@ def _figure1(data: _Data) -> Figure:
     fig, axes = _grid(len(panels), nfacets if 1 < nfacets <= MAX_COLS else MAX_COLS)
     xs = data.x_values()
     pos, ticklabels = _positions(xs)
-    log = _use_log(_drawn_losses(s))
+    log = _use_log(_drawn(data, s))
     for ax, (k, facet) in zip(axes, panels, strict=True):
         rows = _select(s, facet)
         budget_rows = rows[rows["method"].isin(data.compared)]
@@ -352,51 +246,63 @@ def _figure1(data: _Data) -> Figure:
             drawn |= _plot_vs_x(ax, data, r, method, xs, pos, log)
         for method in data.compared:
             r = budget_rows[budget_rows["method"] == method]
-            _plot_vs_x(ax, data, r, method, xs, pos, log, metric=ESTIMATED)
+            _plot_vs_x(ax, data, r, method, xs, pos, log, estimated=True)
         for ref in data.references:
             oracle = rows[rows["method"] == ref]
             if data.x == "dsgd_k" and len(oracle):  # a reference does not depend on the budget
                 oracle = pd.concat([oracle.iloc[[0]]] * len(xs)).assign(dsgd_k=xs)
             drawn |= _plot_vs_x(ax, data, oracle, ref, xs, pos, log)
-        _mean_line_vs_x(ax, data, rows, xs, pos)
+        for ref in data.batch:
+            drawn |= _levels_vs_x(ax, data, rows[rows["method"] == ref], ref, xs, pos, log)
+        _yardstick_vs_x(ax, data, rows, xs, pos)
         if k is not None:
             title = _budget_text(budget_rows, k)
-        else:
+        elif budget_rows["budget_target"].notna().any():
             title = f"budgets matched on {_unit(budget_rows)} per training pass"
+        else:  # e.g. Shrinking Gradient's theory preset: m and eta from T
+            title = "no matched budget: every learner sets its own size"
         if facet:
             title = f"{title}\n{_facet_text(facet)}"
         ax.set_title(title, fontsize=9.5)
         ax.set_xlabel(data.xlabel())
-        ax.set_ylabel(TEST_LOSS)
+        ax.set_ylabel(data.ylabel)
         if data.x is None:
             ax.set_xticks([0.0], [data.x_text(None) or "single setting"])
             ax.set_xlim(-1, 1)
         else:
-            if ticklabels is None and _use_log(pos) and pos.max() / pos.min() > 20:
+            if ticklabels is None and _use_log(pos):
                 ax.set_xscale("log")  # e.g. T = 200 ... 20 000: equal ratios, equal spacing
                 ax.xaxis.set_minor_locator(NullLocator())
             if ticklabels is not None or len(xs) <= 8:
                 ax.set_xticks(pos, ticklabels or [_fmt(v) for v in xs])
-        if log:
-            ax.set_yscale("log")
+        yscale(ax, log)
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    _finish(fig, axes, data.header(f"test loss vs {data.xlabel()}"))
+    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
+    _finish(fig, axes, data.header(f"{what} vs {data.xlabel()}"))
     return fig
 
 
 def _estimated_style(data: _Data, method: str) -> dict[str, Any]:
     """The learner's colour, dotted, labelled as its Algorithm-2 test loss with ``m_test``."""
-    m_test = data.cfg.get("evaluation", {}).get("m_test")
+    ev = data.cfg.get("evaluation", {})
+    n_est, n_test = ev.get("n_test_estimated", "all"), data.cfg.get("dataset", {}).get("n_test")
+    if n_est == "all":
+        points = "all test points"
+    elif isinstance(n_test, int):
+        points = f"first {min(n_est, n_test)} test points"
+    else:  # e.g. n_test: rest — the number of test points depends on the table
+        points = f"first {n_est} test points, or all if fewer"
     return {
         **data.style[method],
         "linestyle": ":",
-        "label": f"{data.style[method]['label']}, Algorithm-2 test estimates (m_test={m_test})",
+        "label": f"{data.style[method]['label']}, Algorithm-2 test estimates "
+        f"(m_test={ev.get('m_test')}, {points})",
     }
 
 
-MEAN_STYLE = {
+MEAN_STYLE = {  # the yardstick of results without test_nmse (their test-loss panels)
     "label": "mean predictor (training-label mean)",
     "color": "grey",
     "marker": None,
@@ -405,16 +311,16 @@ MEAN_STYLE = {
 }
 
 
-def _mean_line_vs_x(
+def _yardstick_vs_x(
     ax: Axes, data: _Data, rows: pd.DataFrame, xs: list[Any], pos: np.ndarray
 ) -> None:
-    """The best constant predictor's test loss (data only: one value per x), a grey line."""
+    """The mean predictor: NMSE = 1 on NMSE panels; else the best constant predictor's test
+    loss (data only: one value per x), a grey dash-dotted line."""
     col = "test_loss_const_mean"
-    if col not in rows or not rows[col].notna().any():
+    if data.metric == "test_nmse" or data.x is None or data.x == "dsgd_k":
+        _yardstick_level(ax, data, rows)
         return
-    if data.x is None or data.x == "dsgd_k":
-        v = rows[col].dropna().iloc[0]
-        ax.axhline(v, color="grey", linestyle="-.", linewidth=1.3, label=MEAN_STYLE["label"])
+    if col not in rows or not rows[col].notna().any():
         return
     per_x = rows.dropna(subset=[col]).groupby(data.x)[col].first()
     x = np.array([pos[xs.index(v)] for v in per_x.index if v in xs])
@@ -423,13 +329,22 @@ def _mean_line_vs_x(
     )
 
 
-ESTIMATED = "test_loss_estimated"
+def _yardstick_level(ax: Axes, data: _Data, rows: pd.DataFrame) -> None:
+    """The mean predictor as one level: NMSE = 1, or the best constant's test loss."""
+    if data.metric == "test_nmse":
+        nmse_one(ax)
+    elif "test_loss_const_mean" in rows and rows["test_loss_const_mean"].notna().any():
+        v = rows["test_loss_const_mean"].dropna().iloc[0]
+        ax.axhline(v, color="grey", linestyle="-.", linewidth=1.3, label=MEAN_STYLE["label"])
 
 
-def _drawn_losses(s: pd.DataFrame) -> np.ndarray:
-    """Every loss a test-loss panel draws (learners, Algorithm-2 estimates, mean predictor)."""
-    cols = [c for c in ("test_loss_mean", f"{ESTIMATED}_mean", "test_loss_const_mean") if c in s]
-    return s[cols].to_numpy(dtype=float).ravel()
+def _drawn(data: _Data, s: pd.DataFrame) -> np.ndarray:
+    """Every value a test-loss panel draws (learners, Algorithm-2 estimates, the yardstick):
+    the range that decides the log scale."""
+    const = ["test_loss_const_mean"] if data.metric == "test_loss" else []
+    cols = [c for c in (f"{data.metric}_mean", f"{data.estimated}_mean", *const) if c in s]
+    values = s[cols].to_numpy(dtype=float).ravel()
+    return np.append(values, 1.0) if data.metric == "test_nmse" else values
 
 
 def _plot_vs_x(
@@ -440,16 +355,17 @@ def _plot_vs_x(
     xs: list[Any],
     pos: np.ndarray,
     log: bool,
-    metric: str = "test_loss",
+    estimated: bool = False,
 ) -> bool:
-    """Plot ``rows``' ``metric`` (the test loss, or with ``metric=ESTIMATED`` the Algorithm-2
-    test loss, dotted) at the positions of their x values; False if nothing to draw."""
+    """Plot ``rows``' test NMSE (or loss; with ``estimated`` the Algorithm-2 one, dotted) at the
+    positions of their x values; False if nothing to draw."""
+    metric = data.estimated if estimated else data.metric
     col = f"{metric}_mean"
     if col in rows:
         rows = rows[rows[col].notna()]
     if rows.empty or col not in rows:
         return False
-    style = data.style[method] if metric == "test_loss" else _estimated_style(data, method)
+    style = _estimated_style(data, method) if estimated else data.style[method]
     if data.x is None:  # one categorical point: methods side by side
         x = np.array([data.style[method]["dodge"]])
         rows = rows.iloc[[0]]
@@ -462,27 +378,45 @@ def _plot_vs_x(
         rows[col].to_numpy(),
         rows[f"{metric}_ci95"].to_numpy(),
         style,
-        markers=metric == "test_loss",
+        markers=not estimated,
         log=log,
     )
     return True
 
 
-def _spread(values: list[Any], cap: int) -> list[Any]:
-    """At most ``cap`` evenly spaced elements of ``values`` (first and last included)."""
-    if len(values) <= cap:
-        return values
-    idx = np.unique(np.round(np.linspace(0, len(values) - 1, cap)).astype(int))
-    return [values[i] for i in idx]
+def _levels_vs_x(
+    ax: Axes,
+    data: _Data,
+    rows: pd.DataFrame,
+    method: str,
+    xs: list[Any],
+    pos: np.ndarray,
+    log: bool,
+) -> bool:
+    """A batch reference: a level (with its band) across the panel when it does not depend on
+    the x axis, else one level per x value over that value's stretch of the axis."""
+    col = f"{data.metric}_mean"
+    rows = rows[rows[col].notna()] if col in rows else rows.iloc[0:0]
+    if rows.empty:
+        return False
+    style = data.style[method]
+    if data.x in (None, "dsgd_k"):
+        level(ax, rows[col].iloc[0], rows[f"{data.metric}_ci95"].iloc[0], style, log=log)
+        return True
+    stretch = stretches(pos, _use_log(pos))  # the x axis is logarithmic by the same rule
+    for v, mean, half in zip(rows[data.x], rows[col], rows[f"{data.metric}_ci95"], strict=True):
+        level(ax, mean, half, style, log=log, x=stretch[xs.index(v)])
+    return True
 
 
 def _curves(data: _Data) -> Figure:
-    """Running mean online loss against round t; rows = budgets, columns = x values."""
+    """Running mean online loss against round t; rows = budgets, columns = x values. Batch
+    references have no online pass: they are not drawn."""
     c = data.curves
     budgets: list[int | None] = list(data.budgets()) or [None]
     cols: list[Any] = [None] if data.x in (None, "dsgd_k") else _spread(data.x_values(), 3)
     cells = [(k, f, v) for k in budgets for f in data.facets(data.summary) for v in cols]
-    fig, axes = _grid(len(cells), len(cols) if len(cols) > 1 else MAX_COLS, width=4.4, height=3.0)
+    fig, axes = _grid(len(cells), len(cols) if len(cols) > 1 else MAX_COLS, width=4.4, height=3.2)
     stats = _curve_stats(c, data) if len(c) else pd.DataFrame()
     log = len(stats) > 0 and _use_log(stats["mean"])
     for ax, (k, facet, v) in zip(axes, cells, strict=True):
@@ -514,20 +448,25 @@ def _curves(data: _Data) -> Figure:
                 color="grey",
                 linestyle="-.",
                 linewidth=1.3,
-                label=MEAN_STYLE["label"],
+                label="mean predictor's test loss (training-label mean), for scale",
             )
-        parts = [f"budget k={k}" if k is not None else "", _facet_text(facet)]
-        if v is not None:
-            parts.append(data.x_text(v))
-        ax.set_title(", ".join(p for p in parts if p), fontsize=9.5)
+        budget_rows = ref[ref["method"].isin(data.compared)]
+        if k is not None:
+            budget_rows = budget_rows[budget_rows["dsgd_k"] == k]
+        parts = [_budget_text(budget_rows, k).split("\n")[0] if k is not None else ""]
+        parts.append(", ".join(p for p in (_facet_text(facet), data.x_text(v)) if p and v))
+        ax.set_title("\n".join(p for p in parts if p), fontsize=9)
         ax.set_xlabel("round t")
-        ax.set_ylabel("running mean online loss")
-        if log:
-            ax.set_yscale("log")
+        ax.set_ylabel(ONLINE)
+        yscale(ax, log)
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    _finish(fig, axes, data.header("learning curves (mean over repetitions, 95% t-interval)"))
+    skipped = ", ".join(data.style[m]["label"] for m in data.batch)
+    what = "learning curves: running mean of ½(f_t(x_t)−y_t)² (mean over repetitions, 95% CI)"
+    if skipped:
+        what += f"; {skipped}: batch, no online pass, not drawn"
+    _finish(fig, axes, data.header(what))
     return fig
 
 
@@ -543,7 +482,8 @@ def _curve_stats(curves: pd.DataFrame, data: _Data) -> pd.DataFrame:
 
 
 def _budget_sweep(data: _Data) -> Figure:
-    """Test loss against the budget target (log x), one panel per dataset setting (at most 6)."""
+    """Test NMSE against the budget target (log x), one panel per dataset setting (at most 6);
+    the references, which take no budget, as levels."""
     s = data.summary
     split = [*([data.x] if data.x not in (None, "dsgd_k") else []), *data.others]
     settings = (
@@ -556,62 +496,39 @@ def _budget_sweep(data: _Data) -> Figure:
     )
     settings = _spread(settings, 6)
     fig, axes = _grid(len(settings), MAX_COLS)
-    log = _use_log(_drawn_losses(s))
+    log = _use_log(_drawn(data, s))
     unit = _unit(s[data.budgeted])
     for ax, where in zip(axes, settings, strict=True):
         rows = _select(s, where)
         drawn = False
-        for method in data.compared:
-            r = rows[rows["method"] == method].sort_values("budget_target")
-            if r.empty:
-                continue
-            _band(
-                ax,
-                r["budget_target"].to_numpy(dtype=float),
-                r["test_loss_mean"].to_numpy(),
-                r["test_loss_ci95"].to_numpy(),
-                data.style[method],
-                log=log,
-            )
-            drawn = True
-        for method in data.compared:
-            r = rows[rows["method"] == method].sort_values("budget_target")
-            if f"{ESTIMATED}_mean" in r and r[f"{ESTIMATED}_mean"].notna().any():
-                r = r[r[f"{ESTIMATED}_mean"].notna()]
+        for estimated in (False, True):
+            metric = data.estimated if estimated else data.metric
+            for method in data.compared:
+                r = rows[rows["method"] == method].sort_values("budget_target")
+                if f"{metric}_mean" not in r or not r[f"{metric}_mean"].notna().any():
+                    continue
+                r = r[r[f"{metric}_mean"].notna()]
                 _band(
                     ax,
                     r["budget_target"].to_numpy(dtype=float),
-                    r[f"{ESTIMATED}_mean"].to_numpy(),
-                    r[f"{ESTIMATED}_ci95"].to_numpy(),
-                    _estimated_style(data, method),
-                    markers=False,
+                    r[f"{metric}_mean"].to_numpy(),
+                    r[f"{metric}_ci95"].to_numpy(),
+                    _estimated_style(data, method) if estimated else data.style[method],
+                    markers=not estimated,
                     log=log,
                 )
-        if "test_loss_const_mean" in rows and rows["test_loss_const_mean"].notna().any():
-            ax.axhline(
-                rows["test_loss_const_mean"].dropna().iloc[0],
-                color="grey",
-                linestyle="-.",
-                linewidth=1.3,
-                label=MEAN_STYLE["label"],
-            )
-        for ref in data.references:
+                drawn = True
+        _yardstick_level(ax, data, rows)
+        for ref in (*data.references, *data.batch):
             oracle = rows[rows["method"] == ref]
-            if oracle.empty:
+            if oracle.empty or not np.isfinite(oracle[f"{data.metric}_mean"].iloc[0]):
                 continue
-            mean, half = (
-                oracle["test_loss_mean"].iloc[0],
-                np.nan_to_num(oracle["test_loss_ci95"].iloc[0]),
-            )
-            ax.axhline(
-                mean, color="black", linestyle="--", linewidth=1.6, label=data.style[ref]["label"]
-            )
-            ax.axhspan(
-                max(mean - half, mean / 10 if log else 0.0),
-                mean + half,
-                color="black",
-                alpha=0.06,
-                linewidth=0,
+            level(
+                ax,
+                oracle[f"{data.metric}_mean"].iloc[0],
+                oracle[f"{data.metric}_ci95"].iloc[0],
+                data.style[ref],
+                log=log,
             )
             drawn = True
         ax.set_xscale("log")
@@ -619,15 +536,15 @@ def _budget_sweep(data: _Data) -> Figure:
         if 0 < len(targets) <= 8:
             ax.set_xticks(targets, [f"{int(t):,}" for t in targets])
             ax.xaxis.set_minor_locator(NullLocator())
-        if log:
-            ax.set_yscale("log")
+        yscale(ax, log)
         ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
-        ax.set_xlabel(f"{unit} per training pass")
-        ax.set_ylabel(TEST_LOSS)
+        ax.set_xlabel(f"budget: {unit} per training pass")
+        ax.set_ylabel(data.ylabel)
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    _finish(fig, axes, data.header(f"test loss vs budget ({unit} per training pass)"))
+    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
+    _finish(fig, axes, data.header(f"{what} vs budget ({unit} per training pass)"))
     return fig
 
 

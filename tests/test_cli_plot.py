@@ -101,15 +101,125 @@ def test_plot_writes_figure1(finished_run):
     assert (out / "figure1.png").stat().st_size > 0
 
 
-def test_test_loss_figures_draw_the_mean_predictor_and_the_algorithm2_loss(finished_run):
-    """figure1 and budget_sweep carry the mean-predictor line and Shrinking Gradient's
-    Algorithm-2 test loss with its m_test, labelled in the legend."""
-    from ilnrun import plots
+def test_test_loss_figures_draw_nmse_one_and_the_algorithm2_loss(finished_run):
+    """figure1 plots test NMSE with the labelled NMSE = 1 line (the mean predictor) and Shrinking
+    Gradient's Algorithm-2 test NMSE with its m_test and test points, labelled in the legend."""
+    from ilnrun import plotkit, plots
 
     _, out, result = finished_run
     assert result.exit_code == 0, result.output
     data = plots._Data.load(Path(out))
+    assert data.metric == "test_nmse"
+    fig = plots._figure1(data)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert plotkit.NMSE_ONE in labels
+    assert any("Algorithm-2 test estimates (m_test=50, first 60 test points)" in x for x in labels)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        assert ax.get_ylabel() == plots.TEST_NMSE
+        ones = [ln for ln in ax.get_lines() if ln.get_label() == plotkit.NMSE_ONE]
+        assert len(ones) == 1 and set(ones[0].get_ydata()) == {1.0}
+        # the plotted means are summary.csv's test_nmse_mean (not the scaled loss)
+        drawn = {round(float(v), 12) for ln in ax.get_lines() for v in ln.get_ydata()}
+    s = data.summary
+    assert {round(float(v), 12) for v in s["test_nmse_mean"]} <= drawn | {1.0}
+    assert "test NMSE = mean (f(x)−y)² / var(y_test)" in fig.get_suptitle()
+
+
+def test_old_results_without_nmse_are_drawn_in_test_loss(one_budget: Path, tmp_path: Path):
+    """Results written before test_nmse existed: test loss, with the training-mean predictor's
+    loss as the yardstick line."""
+    from ilnrun import plots
+
+    for name in ("curves.csv", "config.yaml"):
+        (tmp_path / name).write_bytes((one_budget / name).read_bytes())
+    summary = pd.read_csv(one_budget / "summary.csv")
+    summary = summary.drop(columns=[c for c in summary if c.startswith("test_nmse")])
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+    data = plots._Data.load(tmp_path)
+    assert data.metric == "test_loss" and data.ylabel == plots.TEST_LOSS
     fig = plots._figure1(data)
     labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     assert plots.MEAN_STYLE["label"] in labels
-    assert any("Algorithm-2 test estimates (m_test=50)" in x for x in labels)
+
+
+@pytest.mark.parametrize(
+    ("values", "log"),
+    [([0.5, 9.9], False), ([0.5, 10.1], True), ([0.05, 1.0], False), ([0.049, 1.0], True)],
+)
+def test_log_scale_beyond_a_factor_of_20(values, log):
+    from ilnrun.plotkit import use_log
+
+    assert use_log(values) is log
+    assert use_log([0.0, *values]) is False  # a zero cannot be drawn on a log axis
+
+
+def test_every_reference_learner_has_its_own_style():
+    """No cycle over two: the first 20 reference slots differ in colour or line style, and the
+    registered references (kernel OGD, kernel ridge) are told apart by both."""
+    from ilnrun.plotkit import reference_style, styles
+
+    slots = [reference_style(j) for j in range(20)]
+    assert len({(c, str(ls)) for c, ls, _ in slots}) == 20
+    st = styles()
+    ogd, krr = st["kernel_ogd"], st["kernel_ridge"]
+    assert ogd["color"] != krr["color"] and ogd["linestyle"] != krr["linestyle"]
+    assert krr["batch"] and not ogd["batch"]
+    compared = {s["color"] for s in st.values() if not s["reference"]}
+    assert not compared & {s["color"] for s in st.values() if s["reference"]}
+
+
+@pytest.fixture(scope="module")
+def with_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny experiment with kernel ridge regression (a batch reference) and two budgets."""
+    base = tmp_path_factory.mktemp("batch")
+    cfg = base / "tiny.yaml"
+    cfg.write_text(CONFIG.format(budgets=[1, 2]) + "  kernel_ridge: {ridge: [0.001]}\n")
+    out = base / "results"
+    result = invoke(["run", cfg, "--out", out, "--jobs", "1", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_batch_references_are_levels_and_not_learning_curves(with_batch: Path):
+    """Kernel ridge is drawn as levels (horizontal segments at its test NMSE, one per D) in
+    figure1 and across the panel in budget_sweep, never as a curve, and not in curves."""
+    from matplotlib.collections import LineCollection
+
+    from ilnrun import plots
+
+    data = plots._Data.load(with_batch)
+    assert data.batch == ["kernel_ridge"] and "kernel_ridge" not in data.references
+    label = plots.LEARNERS["kernel_ridge"].label
+    krr = data.summary[data.summary["method"] == "kernel_ridge"].sort_values("D")
+    fig = plots._figure1(data)
+    for ax in fig.axes:
+        assert not [ln for ln in ax.get_lines() if ln.get_label() == label]  # no curve
+        levels = [c for c in ax.collections if isinstance(c, LineCollection)]
+        levels = [c for c in levels if c.get_label() == label]
+        assert len(levels) == 2  # one level per D value
+        ys = sorted(float(seg[0][1]) for c in levels for seg in c.get_segments())
+        assert ys == pytest.approx(sorted(krr["test_nmse_mean"]))
+        for c in levels:
+            (x0, y0), (x1, y1) = c.get_segments()[0]
+            assert y0 == y1 and x0 < x1  # horizontal
+    sweep = plots._budget_sweep(data)
+    for ax, (_, row) in zip(sweep.axes, krr.iterrows(), strict=True):
+        flat = [ln for ln in ax.get_lines() if ln.get_label() == label]
+        assert len(flat) == 1 and set(flat[0].get_ydata()) == {row["test_nmse_mean"]}
+    curves = plots._curves(data)
+    labels = [t.get_text() for legend in curves.legends for t in legend.get_texts()]
+    assert label not in labels and plots.LEARNERS["kernel_ogd"].label in labels
+    assert "batch, no online pass, not drawn" in curves.get_suptitle()
+    paths = plot_results(with_batch, ["png"])
+    assert {p.name for p in paths} == {"figure1.png", "curves.png", "budget_sweep.png"}
+
+
+def test_panel_titles_give_the_budget_in_its_unit(with_batch: Path):
+    from ilnrun import plots
+
+    data = plots._Data.load(with_batch)
+    for fig in (plots._figure1(data), plots._curves(data)):
+        titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+        assert all("feature evaluations per pass" in t for t in titles), titles

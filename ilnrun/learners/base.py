@@ -233,6 +233,9 @@ class LearnerSpec:
     - ``budget``: the size it takes from the matched budget, or ``None`` (not budget-limited).
     - ``role``: ``proposed`` (the learner under test: the report compares it with every
       competitor), ``competitor`` (budgeted baselines) or ``reference`` (drawn for scale).
+    - ``batch``: the learner fits all ``T`` examples at once (no online pass; its per-round
+      losses are not a learning curve): figures draw it as a level, reports state every online
+      learner's gap to it.
     - ``needs_kernel``: runs only with a feature map that has a closed-form kernel.
     - hooks for special cases: ``unused(h)`` hyperparameters a setting does not use;
       ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
@@ -268,6 +271,7 @@ class LearnerSpec:
     memory: Callable[..., int] | None = None
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
     engines: dict[str, str] = field(default_factory=dict)
+    batch: bool = False
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

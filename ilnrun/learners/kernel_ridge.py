@@ -71,6 +71,7 @@ SPEC = LearnerSpec(
     fit=fit,
     params=(RIDGE,),
     role="reference",
+    batch=True,
     needs_kernel=True,
     unused=lambda h: set(),
     choices=(

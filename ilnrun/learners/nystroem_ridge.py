@@ -176,6 +176,7 @@ SPEC = LearnerSpec(
     fit=fit,
     params=(RANK, RIDGE),
     role="reference",
+    batch=True,
     needs_kernel=True,
     unused=lambda h: set(),
     choices=(

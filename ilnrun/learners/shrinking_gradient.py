@@ -292,7 +292,7 @@ def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
     """``ilnrun validate``: Theorem 1's eta and m per T for every theory-preset setting."""
     theory = sorted({(h["B"], h["c"]) for h in hypers if h.get("preset") == "theory"})
     return [
-        f"shrinking_gradient theory preset (B={B}, c={c}): "
+        f"shrinking_gradient theory preset (B={B}, c={c}; eta = B/√T, m = ⌈c B⁴ T log(BT)⌉): "
         + "; ".join("T={}: eta={:.4g}, m={:,}".format(T, *theory_preset(B, T, c)) for T in Ts)
         for B, c in theory
     ]

@@ -13,11 +13,12 @@ import yaml
 
 from ..learners import LEARNERS, competitors
 from ..stats import (
-    against_mean,
+    against_mean_counted,
     beats_mean,
-    claim_verdict,
+    counted_verdict,
     mean_ci,
     paired_difference,
+    paired_ratio,
     significant,
     verdict_word,
 )
@@ -120,6 +121,8 @@ class ReportData:
         self.cfg = yaml.safe_load((self.results_dir / "config.yaml").read_text())
         self.meta = json.loads((self.results_dir / "meta.json").read_text())
         self.runs = pd.read_csv(self.results_dir / "runs.csv")
+        # a learner without parameters has the empty setting, which the CSV reads back as NaN
+        self.runs["setting"] = self.runs["setting"].astype(object).fillna("")
         self.summary = pd.read_csv(self.results_dir / "summary.csv")
         self.xa = x_axis(self.cfg)
         self.ks = [int(k) for k in sorted(self.summary["dsgd_k"].dropna().unique())]
@@ -127,6 +130,7 @@ class ReportData:
         self.methods = [m for m in LEARNERS if m in present]
         self.compared = [m for m in competitors() if m in present]
         self.proposed = [m for m in self.compared if LEARNERS[m].role == "proposed"]
+        self.batch = [m for m in self.methods if LEARNERS[m].batch]
         self.xs = sorted(self.summary[self.xa].dropna().unique()) if self.xa else [None]
 
     def keys(self, k: int | None, x: Any) -> dict:
@@ -187,7 +191,7 @@ class ReportData:
             for k in self.ks if m in self.compared and self.ks else [None]:
                 ps = [self.vs_mean(m, k, x, metric) for x in self.xs]
                 words = [verdict_word(p, short(m)) for p in ps]
-                out.append((m, k, ps, against_mean(words)))
+                out.append((m, k, ps, against_mean_counted(words, self.xa)))
         return out
 
     def edges(self, method: str, k: int | None) -> list[str]:
@@ -227,8 +231,39 @@ class ReportData:
                         for x in self.xs
                     ]
                     words = [verdict_word(p, short(subject)) for p in ps]
-                    out.append((subject, other, k, ps, claim_verdict(words)))
+                    out.append((subject, other, k, ps, counted_verdict(words, self.xa)))
         return out
+
+    def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
+        """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their
+        selected settings, paired by repetition (:func:`ilnrun.stats.paired_ratio`)."""
+        a = pick(self.runs, method, self.keys(k if method in self.compared else None, x), None)
+        b = pick(self.runs, ref, self.keys(None, x), None)
+        return paired_ratio(
+            a.set_index("repetition")["test_nmse"], b.set_index("repetition")["test_nmse"]
+        )
+
+    def gap_rows(self) -> list[tuple[str, str, int | None, list[dict]]]:
+        """(batch reference, online learner, budget, paired ratios per x value) for every
+        learner that is not batch, when a batch reference ran."""
+        out = []
+        for ref in self.batch:
+            for m in self.methods:
+                if m in self.batch:
+                    continue
+                for k in self.ks if m in self.compared and self.ks else [None]:
+                    out.append((ref, m, k, [self.gap(m, ref, k, x) for x in self.xs]))
+        return out
+
+    def yardstick(self, metric: str, x: Any, method: str | None = None) -> str:
+        """A yardstick as ``mean ± ci`` at one x value: a data-only one (``test_loss_const``,
+        ``test_loss_const_subset``) from the first learner that has it there, or ``method``'s
+        own (a batch reference's ``test_nmse``)."""
+        for m in self.methods if method is None else [method]:
+            s = self.summary_rows(m, None, x)
+            if len(s) and f"{metric}_mean" in s and s["n"].fillna(0).iloc[0] > 0:
+                return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
+        return "—"
 
     def per_T(self, g: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
         """Mean and 95% t-interval half-width over repetitions of ``metrics``, per T."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..data import COMPARISONS, ReportData, label
+from .gap import headline_lines as gap_lines
 from .theory import slope_sentence
 
 
@@ -29,7 +30,9 @@ def mean_lines(r: ReportData) -> list[str]:
         return []
     exact = r.mean_rows("test_loss")
     est = {(m, k): v for m, k, _, v in r.mean_rows("test_loss_estimated")}
-    where = f" at every {r.xa} unless said" if r.xa else ""
+    where = f", counted over the {len(r.xs)} {r.xa}" if r.xa and len(r.xs) > 1 else ""
+    n_est = r.cfg["evaluation"].get("n_test_estimated", "all")
+    points = "all test points" if n_est == "all" else f"first {n_est} test points"
     L = []
     for k in r.ks or [None]:
         parts = []
@@ -42,9 +45,10 @@ def mean_lines(r: ReportData) -> list[str]:
             text = f"{label(m)}: {v}" + (f" ({span})" if span else "")
             if (m, kk) in est:
                 span2 = _nmse_span(r, m, kk, "test_nmse_estimated")
-                text += f", and with Algorithm-2 test estimates (no kernel) {est[(m, kk)]}" + (
-                    f" ({span2})" if span2 else ""
-                )
+                text += (
+                    f", and with Algorithm-2 test estimates (no kernel; {points}, against the "
+                    f"mean predictor on the same points) {est[(m, kk)]}"
+                ) + (f" ({span2})" if span2 else "")
             parts.append(text)
         if parts:
             at = f"At k = {k}" if k is not None else "Overall"
@@ -59,6 +63,7 @@ def mean_lines(r: ReportData) -> list[str]:
 def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
     L += mean_lines(r)
+    L += gap_lines(r)
     for metric, by, what in COMPARISONS:
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:

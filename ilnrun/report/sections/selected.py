@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..data import ReportData, label, md_table
 
+NO_PARAMS = "(no parameters)"
+
 
 def render(r: ReportData) -> list[str]:
     rows = []
@@ -11,7 +13,15 @@ def render(r: ReportData) -> list[str]:
         for k in r.ks if m in r.compared and r.ks else [None]:
             s = r.summary[r.summary["method"] == m]
             s = s[s["dsgd_k"] == k] if k is not None else s
-            counts = s["setting"].value_counts()
+            # a learner without parameters has the empty setting (read back from CSV as NaN);
+            # a group with nothing selected has n = 0
+            chosen = (
+                s.loc[s["n"].fillna(0) > 0, "setting"]
+                .astype(object)
+                .fillna("")
+                .replace("", NO_PARAMS)
+            )
+            counts = chosen.value_counts()
             rows.append(
                 [
                     label(m),

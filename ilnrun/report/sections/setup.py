@@ -3,6 +3,8 @@ paper is silent — the dataset's, the feature map's and the learners' own sente
 
 from __future__ import annotations
 
+from itertools import product
+
 from ...budget import derive
 from ...config.schema import data_lines
 from ...datasets import DATASETS
@@ -64,7 +66,7 @@ def render(r: ReportData) -> list[str]:
         "- Grids (every point is run for every setting and repetition):",
     ]
     for m, params in cfg["methods"].items():
-        L.append(f"  - {label(m)}: " + ", ".join(f"{k} = {v}" for k, v in params.items()))
+        L += grid_lines(m, params, [int(T) for T in T_values])
     L += [
         f"- Evaluation: `test_loss_estimated` uses `m_test` = {ev['m_test']} Algorithm-2 "
         f"samples per point on {ev.get('n_test_estimated', 'all')} test points.",
@@ -72,9 +74,38 @@ def render(r: ReportData) -> list[str]:
         "## Choices where the paper is silent",
         "",
     ]
-    L += [f"- {c}" for c in DATASETS[ds["kind"]].choices]
+    L += [f"- {c}" for c in DATASETS[ds["kind"]].choices if applies(c, ds)]
     L.append(f"- {FEATURE_MAPS[cfg['feature_map']['kind']].choices}")
     L += [f"- {c}" for c in PROTOCOL_CHOICES]
     for m in r.methods:
         L += [f"- {c}" for c in LEARNERS[m].choices]
     return L + [""]
+
+
+def grid_lines(method: str, params: dict, Ts: list[int]) -> list[str]:
+    """A learner's grid as the report prints it: the parameters some setting uses (a parameter
+    every setting leaves unused, e.g. ``eta`` under Shrinking Gradient's theory preset, is named
+    as unused), then the learner's own notes on what it derives per T (the theory preset's
+    ``eta = B/√T`` and ``m``)."""
+    spec = LEARNERS[method]
+    lists = {k: v if isinstance(v, list) else [v] for k, v in params.items()}
+    settings = [dict(zip(lists, combo, strict=True)) for combo in product(*lists.values())]
+    unused = set.intersection(*(set(spec.unused(h)) for h in settings)) if settings else set()
+    text = ", ".join(f"{k} = {v}" for k, v in params.items() if k not in unused)
+    if unused:
+        text += f" ({', '.join(k for k in params if k in unused)}: not used by any setting)"
+    L = [f"  - {label(method)}: {text}"]
+    if spec.notes is not None:
+        L += [f"    - {note}" for note in spec.notes(settings, Ts)]
+    return L
+
+
+# the max-label scaling sentence of the synthetic datasets: replaced by ``rkhs_norm``'s own
+MAX_LABEL_SCALING = "`1 / max_i |y_i|`"
+
+
+def applies(choice: str, ds: dict) -> bool:
+    """Whether a dataset's choice sentence describes this setting: with ``rkhs_norm`` set the
+    labels are not scaled by their largest training value (the target is scaled to that RKHS
+    norm instead, which the dataset's own ``rkhs_norm`` sentence says)."""
+    return not (ds.get("rkhs_norm") is not None and MAX_LABEL_SCALING in choice)

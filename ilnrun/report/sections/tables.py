@@ -3,7 +3,7 @@ with the zero and best-constant (mean) predictors beside them (docs/protocol.md 
 
 from __future__ import annotations
 
-from ..data import ReportData, fmt, label, md_table
+from ..data import ReportData, label, md_table
 
 MEAN_NOTE = (
     "Yardsticks: *mean predictor* = the training-label mean predicted everywhere (the best "
@@ -30,15 +30,6 @@ TABLES = (
 )
 
 
-def _yardstick(r: ReportData, metric: str, x) -> str:
-    """A yardstick's mean ± CI at one x value (data only: the same for every learner)."""
-    for m in r.methods:
-        s = r.summary_rows(m, None, x)
-        if len(s) and f"{metric}_mean" in s and s["n"].fillna(0).iloc[0] > 0:
-            return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
-    return "—"
-
-
 def render(r: ReportData) -> list[str]:
     """One table per budget with a row per x value; with no x axis, one table with a row per
     budget."""
@@ -57,7 +48,7 @@ def render(r: ReportData) -> list[str]:
             rows = [
                 [k if k is not None else "—"]
                 + [r.cell(m, metric, k, None, flag) for m in r.methods]
-                + [_yardstick(r, c, None) for c, _ in yard]
+                + [r.yardstick(c, None) for c, _ in yard]
                 for k in r.ks or [None]
             ]
             L += [md_table(["k", *head, *yhead], rows), ""]
@@ -66,7 +57,7 @@ def render(r: ReportData) -> list[str]:
             rows = [
                 [x]
                 + [r.cell(m, metric, k, x, flag) for m in r.methods]
-                + [_yardstick(r, c, x) for c, _ in yard]
+                + [r.yardstick(c, x) for c, _ in yard]
                 for x in r.xs
             ]
             if k is not None:

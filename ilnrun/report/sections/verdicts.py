@@ -4,7 +4,8 @@ learner against the best constant (mean) predictor (docs/protocol.md §7–§8).
 
 from __future__ import annotations
 
-from ..data import COMPARISONS, ReportData, fmt, label, md_table, short
+from ..data import COMPARISONS, CONST_OF, ReportData, fmt, label, md_table, short
+from .gap import table as gap_table
 
 WHICH_LOSS = (
     "Which loss each verdict uses: the test-loss verdicts evaluate every learned predictor "
@@ -23,9 +24,8 @@ def mean_note(r: ReportData, a: str, b: str, k: int | None) -> str:
         return ""
     rows = {m: v for m, kk, _, v in r.mean_rows("test_loss") if kk == k}
     va, vb = rows.get(a), rows.get(b)
-    worse = "worse than predicting the mean"
-    if va == worse and vb == worse:
-        return "both learners are worse than predicting the mean"
+    if va == vb and va is not None and va.startswith("worse than predicting the mean"):
+        return f"both learners are {va}"  # significantly worse at every setting
     parts = [f"{short(m)}: {v}" for m, v in ((a, va), (b, vb)) if v is not None]
     return "; ".join(parts)
 
@@ -64,6 +64,7 @@ def render(r: ReportData) -> list[str]:
         ]
         L += [f"**{what[0].upper() + what[1:]}**:", ""]
         L += [md_table([*head, "verdict", *(["against the mean"] if note else [])], rows), ""]
+    L += gap_table(r, head)
     L += against_mean_table(r, head)
     return L
 
@@ -75,7 +76,22 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
         return []
     rows = []
     for metric, how in (("test_loss", "exact"), ("test_loss_estimated", "Algorithm-2")):
-        for m, k, ps, v in r.mean_rows(metric):
+        mrows = r.mean_rows(metric)
+        if not mrows:
+            continue
+        const = CONST_OF[metric]
+        points = (
+            "all test points"
+            if metric == "test_loss"
+            else f"the first {r.cfg['evaluation'].get('n_test_estimated', 'all')} test points, "
+            "where the Algorithm-2 loss is measured"
+        )
+        rows.append(
+            [f"mean predictor's test loss on {points} (the yardstick)", "—"]
+            + [r.yardstick(const, x) for x in r.xs]
+            + ["—"]
+        )
+        for m, k, ps, v in mrows:
             name = label(m) + (f" ({how} test loss)" if metric != "test_loss" else "")
             rows.append(
                 [f"{name} < mean predictor", k if k is not None else "—"]
@@ -83,8 +99,10 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
                 + [v]
             )
     return [
-        "**Test loss against the mean predictor** (learner − training-mean constant, paired by "
-        "repetition; negative = the learner beats the mean):",
+        "**Test loss against the mean predictor** (learner − training-mean constant on the same "
+        "test points, paired by repetition; negative = the learner beats the mean; the "
+        "yardstick rows give the mean predictor's own loss on those points; verdicts count the "
+        "data settings where the difference is significant):",
         "",
         md_table([*head, "verdict"], rows),
         "",
