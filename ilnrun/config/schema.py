@@ -84,7 +84,8 @@ EVALUATION_PARAMS = (
         "float",
         None,
         "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
-        "f with |f|_H <= B in hindsight (exact kernel, O(T^3) per dataset; null: not computed)",
+        "f with |f|_H <= B in hindsight (exact: O(T^3) per dataset with the T x T kernel, up to "
+        "T = 20 000; O(T D^2) in the coordinate map's primal; null: not computed)",
         min=0,
         min_exclusive=True,
         listable=False,
