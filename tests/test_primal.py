@@ -186,3 +186,25 @@ def test_coordinate_diagnostics_are_not_refused_at_large_T(tmp_path):
     path = write_config(tmp_path / "big.yaml", _regret_config("coordinate", 100_000))
     res = CliRunner().invoke(main, ["validate", str(path)])
     assert res.exit_code == 0, res.output
+
+
+def test_kernel_ogd_pass_in_the_primal_equals_kernel_rows(monkeypatch):
+    """Past the threshold Kernel OGD predicts in the primal: the same pass to rounding, the same
+    counters; below it the kernel rows (committed numbers) are untouched."""
+    D = 20
+    d = make_data(7, D=D, T=700)  # more than one BLOCK of kernel rows
+    fmap = Coordinate(D)
+
+    def run():
+        return kernel_ogd.fit(
+            d.X_train, d.y_train, fmap, np.random.default_rng(0), eta=0.5, schedule="inv_sqrt"
+        )
+
+    rows = run()
+    monkeypatch.setattr(theory, "PRIMAL_EVALUATION_ABOVE_T", 100)
+    primal = run()
+    np.testing.assert_allclose(primal.losses, rows.losses, rtol=RTOL, atol=1e-18)
+    np.testing.assert_allclose(
+        primal.predictor.alpha, rows.predictor.alpha, rtol=RTOL, atol=RTOL * 1e-3
+    )
+    assert primal.counters == rows.counters
