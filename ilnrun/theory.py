@@ -22,14 +22,9 @@ the numpy forms below run, with the same numbers to rounding.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
-
-try:  # compiled loops; numpy forms otherwise
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised where numba cannot be imported
-    njit = None
-
-COMPILED = njit is not None
 
 # Eigenvalues below this fraction of the largest are taken as 0 (both routes).
 EIG_CUTOFF = 1e-12
@@ -185,11 +180,17 @@ def _replay_primal_numpy(Phi, c, alpha_new, shrinks_before, out) -> None:
                 v *= 0.25 ** gaps[t]
 
 
-if COMPILED:
-    _replay_kernel = njit(cache=True, nogil=True)(_replay_kernel)
-    _replay_primal = njit(cache=True, nogil=True)(_replay_primal)
-else:  # pragma: no cover
-    _replay_kernel, _replay_primal = _replay_kernel_numpy, _replay_primal_numpy
+@functools.cache
+def _replays() -> tuple:
+    """``(kernel replay, primal replay)``: compiled with numba on first use (numba is imported
+    only then, so the modules importing this one stay light), the numpy forms where numba
+    cannot be imported."""
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - exercised where numba cannot be imported
+        return _replay_kernel_numpy, _replay_primal_numpy
+    jit = njit(cache=True, nogil=True)
+    return jit(_replay_kernel), jit(_replay_primal)
 
 
 def sg_exact_online_predictions(
@@ -203,7 +204,7 @@ def sg_exact_online_predictions(
     """
     n = len(alpha_new)
     out = np.zeros(n)
-    _replay_kernel(
+    _replays()[0](
         np.ascontiguousarray(K[:n, :n], dtype=np.float64),
         np.ascontiguousarray(alpha_new, dtype=np.float64),
         np.ascontiguousarray(shrinks_before, dtype=np.int64),
@@ -221,7 +222,7 @@ def sg_exact_online_predictions_primal(
     ``f_t(x_t) = c v . Phi[t]``: O(T p) time, O(p) extra memory."""
     n = len(alpha_new)
     out = np.zeros(n)
-    _replay_primal(
+    _replays()[1](
         np.ascontiguousarray(Phi[:n], dtype=np.float64),
         float(c),
         np.ascontiguousarray(alpha_new, dtype=np.float64),

@@ -208,3 +208,9 @@ def test_kernel_ogd_pass_in_the_primal_equals_kernel_rows(monkeypatch):
         primal.predictor.alpha, rows.predictor.alpha, rtol=RTOL, atol=RTOL * 1e-3
     )
     assert primal.counters == rows.counters
+
+
+def test_the_replays_are_compiled_where_numba_imports():
+    pytest.importorskip("numba")
+    kernel, primal = theory._replays()
+    assert kernel is not theory._replay_kernel_numpy and primal is not theory._replay_primal_numpy
