@@ -83,6 +83,19 @@ class FeatureMap(ABC):
         """Closed-form ``K[a, b] = k(X1[a], X2[b])``; raises if the map has none."""
         raise NotImplementedError(f"feature map {self.name!r} has no closed-form kernel")
 
+    @classmethod
+    def primal_dim(cls, d: int) -> int | None:
+        """Dimension ``p`` of an exact finite primal of the kernel for inputs in ``R^d``
+        (:meth:`primal`), or ``None`` when the kernel has none (docs/algorithms.md §1.6)."""
+        return None
+
+    def primal(self, X: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """An exact finite-dimensional primal of the kernel: ``(Phi, c)`` with ``Phi`` of shape
+        ``(len(X), p)`` and ``k(X[a], X[b]) = c * Phi[a] . Phi[b]`` exactly (not a random-feature
+        approximation), or ``None`` when the kernel has none. ``Phi`` may be ``X`` itself (no copy);
+        callers never modify it."""
+        return None
+
     def describe(self) -> dict:
         """Parameters that define this map (written to the resolved config / report)."""
         return {"kind": self.name}
@@ -153,6 +166,14 @@ class Coordinate(FeatureMap):
 
     def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         return (X1 @ X2.T) / self.d
+
+    @classmethod
+    def primal_dim(cls, d: int) -> int | None:
+        return d
+
+    def primal(self, X: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """``k(x, x') = x . x' / D``: ``Phi = X`` (no copy), ``c = 1 / D``."""
+        return X, 1.0 / self.d
 
     @classmethod
     def jax_sample(cls, key, n: int, width: int, p: dict):

@@ -43,7 +43,7 @@ from .engines import engine_of
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, size_columns
 from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec, new_counters
-from .theory import best_in_ball_loss
+from .theory import TrainKernel, primal_evaluation, primal_predictions
 
 __all__ = ["seed_sequence", "run_cell", "execute", "evaluate", "Progress"]
 
@@ -62,6 +62,21 @@ class Instance:
             X, _ = self.data.split(split)
             self.cache[split] = self.fmap.kernel(X, self.data.X_train)
         return self.cache[split]
+
+    def predict_exact(self, f: KernelExpansion, split: str) -> np.ndarray:
+        """``f`` on a split, exactly: in the map's primal past ``T`` = 20 000 (theory.py), else
+        with the cached kernel block."""
+        if primal_evaluation(self.fmap, len(self.data.X_train)):
+            return primal_predictions(
+                self.fmap, self.data.X_train, self.data.split(split)[0], f.alpha
+            )
+        return f.predict_exact(self.kernel_to_train(split))
+
+    def train_kernel(self) -> TrainKernel:
+        """The training kernel of the exact diagnostics (theory.py: primal or matrix)."""
+        if "train_kernel" not in self.cache:
+            self.cache["train_kernel"] = TrainKernel(self.fmap, self.data.X_train)
+        return self.cache["train_kernel"]
 
 
 _CACHE: OrderedDict[str, Instance] = OrderedDict()
@@ -128,12 +143,9 @@ def evaluate(res: FitResult, inst: Instance, evaluation: dict, rng: np.random.Ge
     else:
         assert isinstance(p, KernelExpansion)
         if fmap.has_kernel:
-            val = p.predict_exact(inst.kernel_to_train("val"))
-            test = p.predict_exact(inst.kernel_to_train("test"))
+            val, test = inst.predict_exact(p, "val"), inst.predict_exact(p, "test")
             if res.averaged is not None:
-                out["test_loss_avg"] = _half_sq(
-                    res.averaged.predict_exact(inst.kernel_to_train("test")), d.y_test
-                )
+                out["test_loss_avg"] = _half_sq(inst.predict_exact(res.averaged, "test"), d.y_test)
             out["test_evals"] = p.exact_evals_per_point()
         else:
             out["eval_mode"] = "estimated"
@@ -213,10 +225,10 @@ def regret(spec: LearnerSpec, cfg: dict, res: FitResult, inst: Instance) -> dict
     if spec.exact_online_loss is None or res.diverged or res.timed_out:
         return out
     y = inst.data.y_train
-    K = inst.kernel_to_train("train")
+    K = inst.train_kernel()
     key = ("best_in_ball", radius)
     if key not in inst.cache:
-        inst.cache[key] = best_in_ball_loss(K, y, radius)
+        inst.cache[key] = K.best_in_ball_loss(y, radius)
     best = inst.cache[key]
     exact = spec.exact_online_loss(res, K, y)
     out.update(

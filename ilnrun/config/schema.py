@@ -34,6 +34,7 @@ from ..params import (
     unknown,
 )
 from ..safe_yaml import YamlLimitError, load_bounded
+from ..theory import KERNEL_DIAGNOSTICS_MAX_T, PRIMAL_EVALUATION_ABOVE_T, kernel_diagnostics_bytes
 from . import grid
 
 BUDGET_PARAMS = (
@@ -82,7 +83,8 @@ EVALUATION_PARAMS = (
         "float",
         None,
         "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
-        "f with |f|_H <= B in hindsight (exact kernel, O(T^3) per dataset; null: not computed)",
+        "f with |f|_H <= B in hindsight (exact: O(T^3) per dataset with the T x T kernel, up to "
+        "T = 20 000; O(T D^2) in the coordinate map's primal; null: not computed)",
         min=0,
         min_exclusive=True,
         listable=False,
@@ -451,10 +453,14 @@ def _feature_map_checks(cfg: dict, problems: list) -> None:
 
 def largest_cell(cfg: dict) -> dict:
     """Estimates for the largest cell of a config: its memory (bytes: dataset, learner,
-    evaluation) and its training work (feature or kernel evaluations)."""
+    evaluation, the regret's diagnostics), its training work (feature or kernel evaluations)
+    and ``diagnostics_n``, the order of the largest matrix the regret decomposes (0: none)."""
     fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
     ev = cfg["evaluation"]
-    worst = {"memory": 0, "evaluations": 0}
+    regret = ev["regret_B"] is not None and any(
+        LEARNERS[name].exact_online_loss is not None for name in cfg["methods"]
+    )
+    worst = {"memory": 0, "evaluations": 0, "diagnostics_n": 0}
     for setting in grid.dataset_settings(cfg):
         T = int(setting["T"])
         D = int(setting.get("D", 0)) or 64  # tables: columns are few; a generous guess
@@ -463,7 +469,13 @@ def largest_cell(cfg: dict) -> dict:
         n_test = int(n_test) if isinstance(n_test, int) else 10 * (T + n_val)
         rows = T + n_val + n_test
         data_bytes = 3 * 8 * rows * D  # the inputs and the temporaries that make them
+        p = fmap.primal_dim(D)
         kernel_bytes = 8 * (n_val + n_test) * T if fmap.has_kernel else 0
+        if p is not None and T > PRIMAL_EVALUATION_ABOVE_T:  # exact predictions in the primal
+            kernel_bytes = 8 * (n_val + n_test)
+        if regret:  # theory.py: the T x T (or p x p) matrices of the comparator and the replay
+            kernel_bytes += kernel_diagnostics_bytes(T, p)
+            worst["diagnostics_n"] = max(worst["diagnostics_n"], T if p is None else min(T, p))
         # Algorithm-2 estimates: chunks of about 2^20 (point, sample) pairs, at least one point
         pairs = max(min(1 << 20, ev["m_test"] * max(1, n_test)), ev["m_test"])
         estimate_bytes = 8 * pairs * (fmap.param_floats(D) + 4)
@@ -506,6 +518,18 @@ def _resource_checks(cfg: dict, problems: list) -> None:
         return
     cap = lim["max_memory_gb"] or 0.8 * _machine_memory_gb()
     est = largest_cell(cfg)
+    if est["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
+        problems.append(
+            (
+                "evaluation.regret_B",
+                f"the regret needs the {est['diagnostics_n']:,} x {est['diagnostics_n']:,} "
+                f"training kernel and its O(T^3) eigendecomposition, beyond the limit T = "
+                f"{KERNEL_DIAGNOSTICS_MAX_T:,} of the kernel-matrix diagnostics (feature map "
+                f"{cfg['feature_map']['kind']!r} has no finite primal of smaller dimension); "
+                "lower T or set evaluation.regret_B to null",
+            )
+        )
+        return
     gb = est["memory"] / 2**30
     if gb > cap:
         problems.append(
