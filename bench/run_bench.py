@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from literal import literal_fit  # noqa: E402
 
+from ilnrun import cell as cellmod  # noqa: E402
 from ilnrun import config as C  # noqa: E402
-from ilnrun import runner  # noqa: E402
 from ilnrun.data import clipped_gaussian  # noqa: E402
 from ilnrun.features import Coordinate  # noqa: E402
 from ilnrun.learners import doubly_sgd, fixed_random, shrinking_gradient  # noqa: E402
@@ -418,12 +418,12 @@ def bench_figure1_cells(repeat: int) -> pd.DataFrame:
     one D (800, the largest) and one repetition, in this process (one core)."""
     cfg = C.load(ROOT / "configs" / "figure1.yaml")
     cells = [c for c in C.cells(cfg) if c.rep == 0 and c.data.get("D") == max(cfg["dataset"]["D"])]
-    runner.run_cell(cfg, cells[0])  # build the data instance outside the timing
+    cellmod.run_cell(cfg, cells[0])  # build the data instance outside the timing
     rows = []
     for _ in range(repeat):
         for c in cells:
             t0 = time.perf_counter()
-            rec = runner.run_cell(cfg, c)
+            rec = cellmod.run_cell(cfg, c)
             rows.append(
                 dict(
                     method=c.method,

@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from . import config as C
-from .engines import DEFAULT_ENGINE, engine_of
+from .engines import DEFAULT_ENGINE, Progress, engine_of, execute
 from .results import (
     CELL_LOG,
     MANIFEST,
@@ -43,7 +43,6 @@ from .results import (
     write_manifest,
     write_tables,
 )
-from .runner import Progress, execute
 from .safe_yaml import YamlLimitError, load_bounded
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
@@ -359,7 +358,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
 
     try:
         with _stop_on_signals():
-            execute(cfg, pending, jobs, backend, on_record)
+            execute(engine_of(cfg), cfg, pending, jobs, backend, on_record)
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, len(done), len(all_cells)) from None
@@ -374,7 +373,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "resumed": meta["cells_resumed"],
         "diverged": by_method["diverged"].sum().astype(int).to_dict(),
         "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
-        # cells whose evaluation (runner.evaluate) took longer than their training pass
+        # cells whose evaluation (cell.evaluate) took longer than their training pass
         "eval_slower": (eval_s > runs["wall_s"]).groupby(runs["method"]).sum().to_dict(),
         "eval_s": float(eval_s.sum()),
         "train_s": float(runs["wall_s"].sum()),

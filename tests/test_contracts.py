@@ -11,12 +11,12 @@ import pytest
 
 from ilnrun import config as C
 from ilnrun.budget import derive
+from ilnrun.cell import evaluate, instance, run_cell
 from ilnrun.data import DATASETS, build_dataset
 from ilnrun.features import FEATURE_MAPS, build_feature_map
 from ilnrun.learners import LEARNERS
 from ilnrun.learners.base import ROLES, FeatureExpansion, FitResult, KernelExpansion
 from ilnrun.params import check_value
-from ilnrun.runner import evaluate, instance, run_cell
 
 T = 24  # rounds of the signature checks
 

@@ -21,7 +21,6 @@ import yaml
 
 from ..budget import MATCHES, derive
 from ..data import DATASETS, DataError, build_dataset, inspect
-from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
 from ..params import (
@@ -140,15 +139,24 @@ LIMITS_PARAMS = (
         special=(None,),
     ),
 )
+ENGINES = ("numpy", "jax")  # ilnrun.engines executes each
+DEFAULT_ENGINE = "numpy"
 ENGINE = Param(
     "engine",
     "str",
-    "numpy",
+    DEFAULT_ENGINE,
     "implementation of the learners: 'numpy' (reference) or 'jax' (lockstep batches on CPU or "
     "GPU; pip install 'ilnrun[jax]'); equal in distribution, not bit for bit",
     choices=ENGINES,
     listable=False,
 )
+
+
+def engine_of(cfg) -> str:
+    """The engine of a resolved config (``numpy`` when it names none)."""
+    return cfg.get("engine", DEFAULT_ENGINE)
+
+
 TOP_LEVEL = (
     "name",
     "description",
@@ -273,7 +281,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
-    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", "numpy"), "engine", problems)
+    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
     methods = raw.get("methods")
     cfg["methods"] = {}
     if methods is None:

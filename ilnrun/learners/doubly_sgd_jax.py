@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..engines.jax_ops import tree_dot
+from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
 from .doubly_sgd import RESCALE_BELOW

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..engines.jax_ops import tree_dot
+from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .shrinking_gradient import RESCALE_BELOW, average_weights

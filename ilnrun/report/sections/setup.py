@@ -4,11 +4,11 @@ paper is silent — the dataset's, the feature map's and the learners' own sente
 from __future__ import annotations
 
 from ...budget import derive
+from ...cell import DIVERGED_FACTOR
 from ...config.schema import data_lines
 from ...data import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
-from ...runner import DIVERGED_FACTOR
 from ..data import ReportData, label, md_table
 
 PROTOCOL_CHOICES = (
