@@ -476,7 +476,7 @@ def jax_sg_batch(X: np.ndarray, y: np.ndarray, m: int, cells: int) -> tuple[floa
         t0 = time.perf_counter()
         outs = jax_runner.run_batch(sgj, st, T, X.shape[1], Coordinate, data, batch)
         times.append(time.perf_counter() - t0)
-        samples = sum(int(o["draws"]) * m for o in outs)
+        samples = sum(int(o.draws) * m for o in outs)
     del fmap
     return times[0], min(times[1:]), samples
 

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..cell import CellPlan, Instance, finish, guarded, make_instance, plan, run_cell, seeds
 from ..config import Cell, digest
+from ..learners.jax_pass import Round
 from .jax_env import setup
 
 MEMORY_ENV = "ILNRUN_JAX_MEMORY_MB"
@@ -127,9 +128,10 @@ _PROGRAMS: dict[tuple, tuple[Callable, Callable]] = {}
 
 
 def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
-    """``(init, run)`` compiled functions of a shape: ``init(data, cells) -> carry`` and
-    ``run(data, cells, carry, t0) -> carry`` (rounds ``t0 .. t0 + chunk - 1``; rounds past
-    ``T`` change nothing)."""
+    """``(init, run)`` compiled functions of a shape: ``init(data, cells) -> state`` and
+    ``run(data, cells, state, t0) -> state`` (rounds ``t0 .. t0 + chunk - 1``; rounds past
+    ``T`` change nothing). The learner's pass follows
+    :class:`~ilnrun.learners.jax_pass.JaxPass`."""
     key = (jaxmod.__name__, st, T, width, fmap_cls, chunk)
     if key in _PROGRAMS:
         return _PROGRAMS[key]
@@ -137,14 +139,17 @@ def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
     import jax.numpy as jnp
     from jax import lax
 
+    def ctx(data, cell) -> Round:
+        return Round(st, T, width, fmap_cls, data, cell)
+
     def init(data, cells):
-        return jax.vmap(lambda cell: jaxmod.init(st, T, width, fmap_cls, data, cell))(cells)
+        return jax.vmap(lambda cell: jaxmod.init(ctx(data, cell)))(cells)
 
     fix = getattr(jaxmod, "fixup", None)
 
-    def run(data, cells, carry, t0):
+    def run(data, cells, state, t0):
         one = jax.vmap(
-            lambda cell, c, t: jaxmod.step(st, T, width, fmap_cls, data, cell, c, t),
+            lambda cell, c, t: jaxmod.step(ctx(data, cell), c, t),
             in_axes=(0, 0, None),
         )
 
@@ -152,8 +157,8 @@ def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
             c = one(cells, c, t)
             return (fix(st, c) if fix is not None else c), None
 
-        carry, _ = lax.scan(body, carry, t0 + jnp.arange(chunk))
-        return carry
+        state, _ = lax.scan(body, state, t0 + jnp.arange(chunk))
+        return state
 
     _PROGRAMS[key] = (jax.jit(init), jax.jit(run, donate_argnums=(2,)))
     return _PROGRAMS[key]
@@ -168,8 +173,9 @@ def run_batch(
     data: dict,
     cells: dict[str, np.ndarray],
     limit: float | None = None,
-) -> list[dict]:
-    """One lockstep batch: the final state of each cell (numpy arrays), in order. ``cells``
+) -> list[tuple]:
+    """One lockstep batch: the final state of each cell (the pass's ``State`` of numpy arrays),
+    in order. ``cells``
     holds per-cell arrays (first axis: the batch): ``inst``, ``key`` and the module's
     ``inputs``."""
     jax = setup()
@@ -187,7 +193,7 @@ def run_batch(
                 break
     out = jax.device_get(carry)
     n = len(cells["inst"])
-    return [{k: v[j] for k, v in out.items()} for j in range(n)]
+    return [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(n)]
 
 
 @dataclass(frozen=True)
