@@ -124,9 +124,9 @@ def run(
     from .api import run_resolved
     from .experiment import RunDirError, RunInterrupted
 
-    cfg = _load(config_path, overrides)
-    if engine is not None:  # the command line wins over the config
-        cfg["engine"] = engine
+    # the command line wins over the config (validated with it: a map without a jax twin is
+    # refused with exit status 2)
+    cfg = _load(config_path, (*overrides, f"engine={engine}") if engine is not None else overrides)
     if cfg.get("engine") == "jax":
         from .engines import jax_available
 

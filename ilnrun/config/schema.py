@@ -390,10 +390,40 @@ def _cross_checks(cfg: dict, problems: list) -> None:
                             f"gives {size.name} = {b.size(size.name)} < 1 for T={T} ({name})",
                         )
                     )
+    _engine_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
     if not problems:
         _resource_checks(cfg, problems)
+
+
+def has_jax_twin(fmap_cls: type[FeatureMap]) -> bool:
+    """Whether a feature map provides its jax twin (``jax_sample``, ``jax_point`` and
+    ``jax_pairs`` of its own, not the base class's)."""
+    return all(
+        getattr(fmap_cls, name).__func__ is not getattr(FeatureMap, name).__func__
+        for name in ("jax_sample", "jax_point", "jax_pairs")
+    )
+
+
+def _engine_checks(cfg: dict, problems: list) -> None:
+    """``engine: jax`` (or ``--engine jax``) needs the feature map's jax twin when a configured
+    learner has a jax pass (the passes draw and evaluate features with it): a map without one is
+    refused, named. A learner without a jax pass is not refused: it runs its numpy ``fit``
+    (docs/architecture.md §8)."""
+    if engine_of(cfg) != "jax":
+        return
+    fm = cfg["feature_map"]["kind"]
+    with_pass = [n for n in cfg["methods"] if "jax" in LEARNERS[n].engines]
+    if with_pass and not has_jax_twin(FEATURE_MAPS[fm]):
+        problems.append(
+            (
+                "feature_map.kind",
+                f"feature map {fm!r} has no jax twin, which the jax engine needs for "
+                f"{', '.join(with_pass)}; use engine: numpy (--engine numpy) or a map with one "
+                f"({', '.join(k for k, c in FEATURE_MAPS.items() if has_jax_twin(c))})",
+            )
+        )
 
 
 def _dataset_checks(cfg: dict, problems: list) -> None:
