@@ -34,9 +34,17 @@ from typing import Any
 import numpy as np
 
 from .budget import Budget, derive
-from .config import Cell, digest, record_digest
+from .config import (
+    BudgetConfig,
+    Cell,
+    EvaluationConfig,
+    Experiment,
+    FeatureMapConfig,
+    LimitsConfig,
+    digest,
+    record_digest,
+)
 from .config.grid import seed_sequence
-from .config.schema import engine_of
 from .data import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, size_columns
@@ -82,23 +90,24 @@ _CACHE: OrderedDict[str, Instance] = OrderedDict()
 _CACHE_SIZE = 2
 
 
-def instance(cfg, cell: Cell) -> Instance:
+def instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
     """The dataset instance of ``cell`` (built once per process, then cached)."""
-    key = digest({"seed": cfg["seed"], "fmap": cfg["feature_map"], **cell.data_key})
+    key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    inst = _CACHE[key] = make_instance(cfg, cell)
+    inst = _CACHE[key] = make_instance(seed, fmap, cell)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return inst
 
 
-def make_instance(cfg, cell: Cell) -> Instance:
-    """Build the dataset instance of ``cell`` and its feature map (no cache)."""
-    rng = np.random.default_rng(seed_sequence(cfg["seed"], cell.data_key))
-    data = build_dataset(cell.data, rng, cfg["feature_map"])
-    return Instance(data, build_feature_map(cfg["feature_map"], data.X_train))
+def make_instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
+    """Build the dataset instance of ``cell`` (root seed ``seed``) and its feature map (no
+    cache)."""
+    rng = np.random.default_rng(seed_sequence(seed, cell.data_key))
+    data = build_dataset(cell.data, rng, fmap.as_dict())
+    return Instance(data, build_feature_map(fmap.as_dict(), data.X_train))
 
 
 @dataclass(frozen=True)
@@ -119,18 +128,20 @@ class CellPlan:
         return self.args.get(self.spec.budget.name, 0) if self.spec.budget else 0
 
 
-def plan(cfg, cell: Cell, inst: Instance) -> CellPlan:
-    """The plan of ``cell`` on its instance ``inst``."""
+def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
+    """The plan of ``cell`` on its instance ``inst`` under the experiment's ``budget``
+    convention."""
     spec = LEARNERS[cell.method]
     T = len(inst.data.y_train)
-    budget = derive(cfg["budget"]["match"], cell.dsgd_k, T) if cell.dsgd_k else None
-    size = budget.size(spec.budget.name) if budget is not None else None
-    return CellPlan(cell, spec, T, budget, spec.fit_arguments(cell.hyper, size, T))
+    matched = derive(budget.match, cell.per_round, T) if cell.per_round else None
+    size = matched.size(spec.budget.name) if matched is not None else None
+    return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
 
 
-def seeds(cfg, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
-    """``(fit, evaluation)``: the two children of the cell's seed sequence."""
-    fit_ss, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
+def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """``(fit, evaluation)``: the two children of the cell's seed sequence under the root
+    ``seed``."""
+    fit_ss, eval_ss = seed_sequence(seed, cell.key).spawn(2)
     return fit_ss, eval_ss
 
 
@@ -154,11 +165,13 @@ def guarded(stage: str, fn, *args, **kwargs) -> tuple:
         return None, f"{what} in {stage}: {str(exc)[:80]}"
 
 
-def fit_numpy(cfg, p: CellPlan, inst: Instance) -> tuple[FitResult | None, str | None, float]:
+def fit_numpy(
+    seed: int, limits: LimitsConfig, p: CellPlan, inst: Instance
+) -> tuple[FitResult | None, str | None, float]:
     """The learner's numpy ``fit`` under the guard, with the cell's training seed and
     ``limits.cell_timeout_s`` as its deadline: ``(result, reason, wall seconds)``."""
-    fit_ss, _ = seeds(cfg, p.cell)
-    limit = cfg["limits"]["cell_timeout_s"]
+    fit_ss, _ = seeds(seed, p.cell)
+    limit = limits.cell_timeout_s
     t0 = perf_counter()
     deadline = {} if limit is None else {"deadline": t0 + limit}
     d = inst.data
@@ -169,13 +182,13 @@ def fit_numpy(cfg, p: CellPlan, inst: Instance) -> tuple[FitResult | None, str |
     return res, reason, perf_counter() - t0
 
 
-def run_cell(cfg, cell: Cell) -> dict:
+def run_cell(exp: Experiment, cell: Cell) -> dict:
     """Run one cell with its numpy pass: build (or reuse) its data, fit, evaluate; return its
     record."""
-    inst = instance(cfg, cell)
-    p = plan(cfg, cell, inst)
-    res, reason, wall = fit_numpy(cfg, p, inst)
-    return finish(cfg, p, inst, res, reason, wall)
+    inst = instance(exp.seed, exp.feature_map, cell)
+    p = plan(exp.budget, cell, inst)
+    res, reason, wall = fit_numpy(exp.seed, exp.limits, p, inst)
+    return finish(exp, p, inst, res, reason, wall)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -184,12 +197,6 @@ def run_cell(cfg, cell: Cell) -> dict:
 
 def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
     return float(0.5 * np.mean((pred - y) ** 2))
-
-
-def _n_estimated(evaluation, n: int) -> int:
-    """The number of test points of ``test_loss_estimated`` (``evaluation.n_test_estimated``)."""
-    n_est = evaluation["n_test_estimated"]
-    return n if n_est == "all" else min(n_est, n)
 
 
 LOSS_KEYS = (
@@ -202,7 +209,9 @@ LOSS_KEYS = (
 )
 
 
-def evaluate(res: FitResult, inst: Instance, evaluation, rng: np.random.Generator) -> dict:
+def evaluate(
+    res: FitResult, inst: Instance, evaluation: EvaluationConfig, rng: np.random.Generator
+) -> dict:
     """Validation and test losses of a learned predictor (docs/protocol.md).
 
     By the kind of predictor (:func:`_predict`): kernel expansions
@@ -216,8 +225,8 @@ def evaluate(res: FitResult, inst: Instance, evaluation, rng: np.random.Generato
     out: dict = dict.fromkeys(LOSS_KEYS, math.nan)
     out.update(test_evals=0, eval_mode="exact")
     d = inst.data
-    m_test = evaluation["m_test"]
-    n_est = _n_estimated(evaluation, len(d.y_test))
+    m_test = evaluation.m_test
+    n_est = evaluation.n_estimated(len(d.y_test))
     if res.diverged:
         out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
         return out
@@ -263,7 +272,7 @@ def _predict(p, inst: Instance, m_test: int, rng) -> tuple[np.ndarray, np.ndarra
     return p.predict(d.X_val), p.predict(d.X_test), "exact", evals
 
 
-def reference_losses(data: Dataset, evaluation=None) -> dict:
+def reference_losses(data: Dataset, n_estimated: int | None = None) -> dict:
     """The yardsticks of every cell (docs/protocol.md §8), from the data alone:
 
     - ``test_loss_zero``: the zero predictor, ``½ mean y_test²`` (where every learner starts);
@@ -271,8 +280,9 @@ def reference_losses(data: Dataset, evaluation=None) -> dict:
       mean ``ȳ_train`` predicted everywhere, ``½ mean (ȳ_train − y_test)²``;
     - ``test_nmse_const``: its NMSE, ``mean (ȳ_train − y_test)² / var(y_test)`` (just above 1:
       1 is the test-label mean, which no learner can know);
-    - ``test_loss_const_subset``: the same constant on the first ``n_test_estimated`` test points,
-      the points of ``test_loss_estimated`` (so the two pair exactly).
+    - ``test_loss_const_subset`` (given ``n_estimated``): the same constant on the first
+      ``n_estimated`` test points, the points of ``test_loss_estimated`` (so the two pair
+      exactly).
     """
     y, ybar = data.y_test, float(np.mean(data.y_train))
     const = np.full_like(y, ybar)
@@ -282,9 +292,8 @@ def reference_losses(data: Dataset, evaluation=None) -> dict:
         "test_loss_const": _half_sq(const, y),
         "test_nmse_const": float(np.mean((const - y) ** 2) / var) if var > 0 else math.nan,
     }
-    if evaluation is not None:
-        n_est = _n_estimated(evaluation, len(y))
-        out["test_loss_const_subset"] = _half_sq(const[:n_est], y[:n_est])
+    if n_estimated is not None:
+        out["test_loss_const_subset"] = _half_sq(const[:n_estimated], y[:n_estimated])
     return out
 
 
@@ -344,30 +353,34 @@ def diagnostics(p: CellPlan, radius: float | None, res: FitResult, inst: Instanc
 
 
 def finish(
-    cfg, p: CellPlan, inst: Instance, res: FitResult | None, reason: str | None, wall: float
+    exp: Experiment,
+    p: CellPlan,
+    inst: Instance,
+    res: FitResult | None,
+    reason: str | None,
+    wall: float,
 ) -> dict:
     """Evaluate a finished pass (``res``; ``None`` with ``reason`` when it raised) and build the
     cell's record: its row of ``runs.csv``, its learning curve and its digest. Shared by every
     engine (the evaluation is numpy's, on the returned predictors, with the cell's evaluation
     seed)."""
-    cell, evaluation = p.cell, cfg["evaluation"]
+    cell, evaluation = p.cell, exp.evaluation
     t0 = perf_counter()
     res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
     ev = None
     if reason is None:
-        eval_rng = np.random.default_rng(seeds(cfg, cell)[1])
+        eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
         ev, reason = guarded("evaluation", evaluate, res, inst, evaluation, eval_rng)
     ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None)
     eval_s = perf_counter() - t0
 
-    row = _row_head(cfg, p, inst)
+    row = _row_head(exp, p, inst)
     row.update(res.counters)
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
-    row.update(reference_losses(inst.data, evaluation))
+    row.update(reference_losses(inst.data, evaluation.n_estimated(len(inst.data.y_test))))
     if res.predictor is not None:  # None: the pass raised
-        radius = evaluation["regret_B"]
-        diag, why = guarded("diagnostics", diagnostics, p, radius, res, inst)
+        diag, why = guarded("diagnostics", diagnostics, p, evaluation.regret_B, res, inst)
         row.update(diag or {})
         reason = reason or why
     row.update(
@@ -377,28 +390,28 @@ def finish(
         wall_s=wall,
         eval_s=eval_s,
     )
-    curve = _curve(p, res, evaluation["curve_points"])
+    curve = _curve(p, res, evaluation.curve_points)
     mark_diverged(row, res, reason)
-    return {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(cfg, cell)}
+    return {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(exp, cell)}
 
 
-def _row_head(cfg, p: CellPlan, inst: Instance) -> dict:
+def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
     """The identifying columns of a cell's row: experiment, cell, dataset setting, feature map,
     repetition, seed, engine, setting, hyperparameters and the budget."""
     cell, budget, args = p.cell, p.budget, p.args
-    row: dict = {"experiment": cfg["name"], "cell_id": cell.id, "method": cell.method}
+    row: dict = {"experiment": exp.name, "cell_id": cell.id, "method": cell.method}
     row.update({k: v for k, v in cell.data.items() if k != "kind"})
     row.update({f"fmap_{k}": v for k, v in inst.fmap.describe().items() if k != "kind"})
     row.update(
         repetition=cell.rep,
-        seed=cfg["seed"],
-        engine=engine_of(cfg),
+        seed=exp.seed,
+        engine=exp.engine,
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
     row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
     row.update(
-        dsgd_k=cell.dsgd_k,
-        budget_match=cfg["budget"]["match"] if budget else None,
+        dsgd_k=cell.per_round,  # the column keeps the YAML key's name
+        budget_match=budget.match if budget else None,
         budget_target=budget.target if budget else None,
     )
     row.update({k: args.get(k) for k in size_columns()})

@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from . import config as C
-from .engines import DEFAULT_ENGINE, Progress, engine_of, execute
+from .engines import DEFAULT_ENGINE, Progress, execute
 from .results import (
     CELL_LOG,
     MANIFEST,
@@ -249,7 +249,7 @@ def _versions() -> dict:
 
 
 def run(
-    cfg: dict,
+    cfg: C.Experiment,
     out: Path,
     *,
     jobs: int = 1,
@@ -258,8 +258,8 @@ def run(
     quiet: bool = False,
     config_path: str | None = None,
 ) -> dict:
-    """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
-    summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
+    """Run every unfinished cell of ``cfg`` (an experiment) into ``out``; write the tables; return a
+    short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
@@ -332,9 +332,9 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "git_commit": _git_commit(),
         "versions": _versions(),
         "platform": platform.platform(),
-        "engine": engine_of(cfg),
+        "engine": cfg.engine,
     }
-    if engine_of(cfg) == "jax":
+    if cfg.engine == "jax":
         from .engines.jax_env import device
 
         meta["device"] = device()
@@ -358,7 +358,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
 
     try:
         with _stop_on_signals():
-            execute(engine_of(cfg), cfg, pending, jobs, backend, on_record)
+            execute(cfg, pending, jobs, backend, on_record)
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, len(done), len(all_cells)) from None

@@ -107,7 +107,7 @@ def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
     for key in ("online_loss", "val_loss", "test_loss", "test_nmse", "train_evals"):
         assert np.isfinite(row[key]), key
     assert len(rec["curve"]["t"]) == len(rec["curve"]["online_loss"])
-    inst = instance(cfg, cell)
+    inst = instance(cfg.seed, cfg.feature_map, cell)
     assert evaluate(
         LEARNERS[name].fit(
             inst.data.X_train,
@@ -117,7 +117,7 @@ def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
             **_arguments(LEARNERS[name], len(inst.data.y_train)),
         ),
         inst,
-        cfg["evaluation"],
+        cfg.evaluation,
         np.random.default_rng(0),
     )["eval_mode"] in ("exact", "estimated")
 

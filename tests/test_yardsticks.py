@@ -28,7 +28,7 @@ def _data(y_train, y_test) -> Dataset:
 
 def test_reference_losses_by_hand():
     d = _data([1.0, 3.0], [0.0, 2.0, 4.0, 6.0])  # training mean 2
-    ref = reference_losses(d, {"n_test_estimated": 2})
+    ref = reference_losses(d, 2)
     assert ref["test_loss_zero"] == pytest.approx(0.5 * (0 + 4 + 16 + 36) / 4)
     assert ref["test_loss_const"] == pytest.approx(0.5 * (4 + 0 + 4 + 16) / 4)
     assert ref["test_nmse_const"] == pytest.approx(((4 + 0 + 4 + 16) / 4) / np.var([0, 2, 4, 6]))

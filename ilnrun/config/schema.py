@@ -13,6 +13,7 @@ import itertools
 import math
 import os
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..params import (
 )
 from ..safe_yaml import YamlLimitError, load_bounded
 from . import grid
+from .typed import Experiment
 
 BUDGET_PARAMS = (
     Param(
@@ -215,16 +217,21 @@ def load_yaml(path: str | Path) -> Any:
     return doc
 
 
-def load(path: str | Path) -> dict:
+def load(path: str | Path) -> Experiment:
     """Load and resolve a config file (the experiment name defaults to the file's stem; relative
     data paths are relative to the file's folder)."""
     p = Path(path)
     return resolve(load_yaml(p), default_name=p.stem, base_dir=p.resolve().parent)
 
 
-def dump(cfg: dict) -> str:
+def dump(cfg: Mapping) -> str:
+    """The resolved config as YAML (``config.yaml``)."""
     return yaml.safe_dump(
-        cfg, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+        cfg.as_dict() if isinstance(cfg, Experiment) else cfg,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
     )
 
 
@@ -253,8 +260,12 @@ def _check_name(name: Any, problems: list) -> None:
         )
 
 
-def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None = None) -> dict:
-    """Validate a raw config mapping and return it with every default filled in."""
+def resolve(
+    raw: dict, default_name: str = "experiment", base_dir: Path | None = None
+) -> Experiment:
+    """Validate a raw config mapping; return the experiment with every default filled in, as
+    frozen parts (:class:`~ilnrun.config.typed.Experiment`; its ``as_dict()`` is the resolved
+    mapping)."""
     problems: list[tuple[str, str]] = []
     for key in raw:
         if key not in TOP_LEVEL and key not in DERIVED:
@@ -312,7 +323,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         _cross_checks(cfg, problems)
     if problems:
         raise ConfigError(problems)
-    return cfg
+    return Experiment.from_dict(cfg)
 
 
 def data_lines(cfg: dict) -> list[str]:

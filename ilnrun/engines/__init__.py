@@ -37,7 +37,7 @@ training inputs, ``y`` (instances, T), ``fmap`` (per-instance numbers of the fea
 
 from __future__ import annotations
 
-from ..config import Cell
+from ..config import Cell, Experiment
 from ..config.schema import DEFAULT_ENGINE, ENGINES, engine_of
 from .local import Progress, execute_local
 
@@ -53,8 +53,9 @@ def jax_available() -> bool:
     return True
 
 
-def execute(engine: str, cfg, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
-    """Run ``pending`` cells on ``engine`` and hand each record to ``on_record`` as it finishes.
+def execute(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
+    """Run ``pending`` cells on the experiment's engine (``exp.engine``) and hand each record to
+    ``on_record`` as it finishes.
 
     ``numpy``: :func:`ilnrun.engines.local.execute_local` (``jobs`` workers of ``backend``);
     ``jax``: :func:`ilnrun.engines.jax_runner.execute_jax`, lockstep batches in this process
@@ -62,11 +63,11 @@ def execute(engine: str, cfg, pending: list[Cell], jobs: int, backend: str, on_r
     runs, because it imports JAX, an optional dependency."""
     if not pending:
         return
-    if engine == "jax":
+    if exp.engine == "jax":
         from .jax_runner import execute_jax
 
-        execute_jax(cfg, pending, on_record)
-    elif engine == "numpy":
-        execute_local(cfg, pending, jobs, backend, on_record)
+        execute_jax(exp, pending, on_record)
+    elif exp.engine == "numpy":
+        execute_local(exp, pending, jobs, backend, on_record)
     else:
-        raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+        raise ValueError(f"unknown engine {exp.engine!r}; expected one of {ENGINES}")

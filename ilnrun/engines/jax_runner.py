@@ -47,7 +47,7 @@ from time import perf_counter
 import numpy as np
 
 from ..cell import CellPlan, Instance, finish, guarded, make_instance, plan, run_cell, seeds
-from ..config import Cell, digest
+from ..config import Cell, Experiment, digest
 from ..learners.jax_pass import Round
 from .jax_env import setup
 
@@ -64,10 +64,10 @@ def memory_budget() -> int:
     return int(mb * 2**20)
 
 
-def cell_key(cfg, cell: Cell) -> np.ndarray:
+def cell_key(seed: int, cell: Cell) -> np.ndarray:
     """The cell's jax key (raw ``uint32[2]``) from its own seed sequence: the numpy engine's
     ``fit`` seed (:func:`ilnrun.cell.seeds`)."""
-    fit_ss, _ = seeds(cfg, cell)
+    fit_ss, _ = seeds(seed, cell)
     return fit_ss.generate_state(2, np.uint32)
 
 
@@ -80,7 +80,7 @@ class Wave:
     T: int
 
 
-def _waves(cfg: dict, pending: list[Cell], budget: int) -> Iterator[Wave]:
+def _waves(exp: Experiment, pending: list[Cell], budget: int) -> Iterator[Wave]:
     """Consecutive instances with equal ``T``, as many as fit ``budget`` (at least one)."""
     groups: dict[str, list[Cell]] = {}
     for c in pending:
@@ -88,7 +88,7 @@ def _waves(cfg: dict, pending: list[Cell], budget: int) -> Iterator[Wave]:
     wave: Wave | None = None
     size = 0
     for cells in groups.values():
-        inst = make_instance(cfg, cells[0])
+        inst = make_instance(exp.seed, exp.feature_map, cells[0])
         d = inst.data
         nbytes = sum(a.nbytes for a in (d.X_train, d.X_val, d.X_test)) + 8 * len(d.y_train) ** 2
         T = len(d.y_train)
@@ -217,24 +217,24 @@ class Shape:
     data: dict
 
 
-def execute_jax(cfg, pending: list[Cell], on_record, memory: int | None = None) -> None:
+def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | None = None) -> None:
     """Run ``pending`` cells on the jax engine and hand each record to ``on_record``."""
     from threadpoolctl import threadpool_limits
 
     setup()
     budget = memory_budget() if memory is None else memory
-    limit = cfg["limits"]["cell_timeout_s"]
-    waves = list(_waves(cfg, pending, budget))
+    limit = exp.limits.cell_timeout_s
+    waves = list(_waves(exp, pending, budget))
     n_inst = max((len(w.instances) for w in waves), default=1)
     for wave in waves:
         shapes: dict[tuple, list[Member]] = {}
         for inst, cells in zip(wave.instances, wave.cells, strict=True):
             for cell in cells:
-                p = plan(cfg, cell, inst)
+                p = plan(exp.budget, cell, inst)
                 jaxmod = p.spec.engine("jax")
                 if jaxmod is None:  # no jax pass: the numpy one
                     with threadpool_limits(1):
-                        on_record(run_cell(cfg, cell))
+                        on_record(run_cell(exp, cell))
                     continue
                 key = (cell.method, jaxmod.static(p.args))
                 shapes.setdefault(key, []).append(Member(p, inst, jaxmod))
@@ -254,11 +254,17 @@ def execute_jax(cfg, pending: list[Cell], on_record, memory: int | None = None) 
             cap = min(cap, BATCH_QUANTUM * math.ceil(full / BATCH_QUANTUM))
             for b0 in range(0, len(members), cap):
                 batch = members[b0 : b0 + cap]
-                _run_members(cfg, batch, index, shape, limit, cap, on_record)
+                _run_members(exp, batch, index, shape, limit, cap, on_record)
 
 
 def _run_members(
-    cfg, batch: list[Member], index: dict, shape: Shape, limit, size: int, on_record
+    exp: Experiment,
+    batch: list[Member],
+    index: dict,
+    shape: Shape,
+    limit: float | None,
+    size: int,
+    on_record,
 ) -> None:
     """Run one batch of members of ``shape``, padded to ``size`` cells, and record every
     cell."""
@@ -271,7 +277,7 @@ def _run_members(
     ins = [jaxmod.inputs(m.plan.args, T) for m in rows]
     cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
     cells["inst"] = np.array([index[id(m.inst)] for m in rows], dtype=np.int64)
-    cells["key"] = np.stack([cell_key(cfg, m.plan.cell) for m in rows])
+    cells["key"] = np.stack([cell_key(exp.seed, m.plan.cell) for m in rows])
     fmap_cls = type(batch[0].inst.fmap)
     t0 = perf_counter()
     outs = run_batch(jaxmod, shape.static, T, shape.width, fmap_cls, shape.data, cells, limit)
@@ -281,4 +287,4 @@ def _run_members(
             res, reason = guarded(
                 "fit", jaxmod.result, shape.static, m.plan.args, out, m.inst.fmap, T
             )
-            on_record(finish(cfg, m.plan, m.inst, res, reason, wall))
+            on_record(finish(exp, m.plan, m.inst, res, reason, wall))

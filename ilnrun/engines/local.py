@@ -22,7 +22,7 @@ import threading
 import time
 
 from ..cell import run_cell
-from ..config import Cell
+from ..config import Cell, Experiment
 
 __all__ = ["Progress", "execute_local", "one_thread", "worker_cell"]
 
@@ -107,16 +107,16 @@ def one_thread():
     return _CONTROLLER[1].limit(limits=1)
 
 
-def worker_cell(cfg, cell: Cell, watch_parent: int | None = None) -> dict:
+def worker_cell(exp: Experiment, cell: Cell, watch_parent: int | None = None) -> dict:
     """:func:`~ilnrun.cell.run_cell` in a worker: native thread pools pinned to one thread (as
     in-process); with ``watch_parent`` (the parent's pid) the worker exits when its parent dies."""
     if watch_parent is not None:
         _watch_parent(watch_parent)
     with one_thread():
-        return run_cell(cfg, cell)
+        return run_cell(exp, cell)
 
 
-def execute_local(cfg, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
+def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
     """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
     ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
     (bit-identical numbers for any ``jobs`` and backend)."""
@@ -127,11 +127,11 @@ def execute_local(cfg, pending: list[Cell], jobs: int, backend: str, on_record) 
     if jobs == 1 and backend == "loky":
         with one_thread():
             for c in pending:
-                on_record(run_cell(cfg, c))
+                on_record(run_cell(exp, c))
         return
     watch = backend == "loky"
     parent = os.getpid() if watch else None
-    tasks = (delayed(worker_cell)(cfg, c, parent) for c in pending)
+    tasks = (delayed(worker_cell)(exp, c, parent) for c in pending)
     # loky: one thread per worker, and the parent watchdog from the worker's start (before it
     # runs a cell), as well as at its first cell
     limits = (
