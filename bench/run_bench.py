@@ -445,7 +445,7 @@ def bench_figure1_cells(repeat: int) -> pd.DataFrame:
 
 
 def bench_figure1_run(tmp: Path, jobs: int) -> dict:
-    cfg = C.load(ROOT / "configs" / "figure1.yaml")
+    cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
     cpu = CpuClock()
     wall, cpu_s = run_cli(cfg, tmp / "figure1", jobs=jobs)
     n = len(pd.read_csv(tmp / "figure1" / "runs.csv"))
@@ -519,7 +519,7 @@ def bench_jax(tmp: Path, quick: bool, jobs: int, figure1: bool) -> dict:
         )
     out = {"device": dev, "gpu": gpu, "sg": rows}
     if figure1:
-        cfg = C.load(ROOT / "configs" / "figure1.yaml")
+        cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
         if quick:
             cfg["dataset"]["D"], cfg["repetitions"] = [550, 800], 1
         cache = {"ILNRUN_JAX_CACHE": str(tmp / "jax-cache")}

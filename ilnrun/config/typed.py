@@ -13,6 +13,7 @@ classes.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -151,8 +152,8 @@ class Experiment(Mapping):
         )
 
     def as_dict(self) -> dict:
-        """The resolved config as a plain mapping (what ``config.yaml`` holds)."""
-        return dict(self.raw)
+        """The resolved config as a plain mapping (what ``config.yaml`` holds; a copy)."""
+        return copy.deepcopy(self.raw)
 
     # the read-only mapping view of the dict form (tables, figures and the report read it)
     def __getitem__(self, key: str) -> Any:
