@@ -236,7 +236,7 @@ class ReLU(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.maximum(tree_dot(W, x), 0.0)
 
@@ -244,7 +244,7 @@ class ReLU(FeatureMap):
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.maximum(tree_dot(X[inst, rows], W), 0.0)
 
@@ -328,7 +328,7 @@ class Fourier(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.cos(tree_dot(W[:, :-1], x) + W[:, -1])
 
@@ -336,7 +336,7 @@ class Fourier(FeatureMap):
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.cos(tree_dot(X[inst, rows], W[:, :-1]) + W[:, -1])
 

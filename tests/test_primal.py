@@ -145,10 +145,10 @@ def test_test_predictions_primal_equal_kernel_blocks():
 def test_evaluation_switches_to_the_primal_only_past_the_threshold(monkeypatch):
     """Up to PRIMAL_EVALUATION_ABOVE_T the kernel blocks are used (committed numbers); past it
     the primal, equal to rounding; maps without a primal never switch."""
-    from ilnrun import runner
+    from ilnrun import cell as cellmod
 
     d = make_data(6, D=20, T=50)
-    inst = runner.Instance(d, Coordinate(20))
+    inst = cellmod.Instance(d, Coordinate(20))
     f = _sg_pass(d, 20, 0.05).predictor
     blocks = inst.predict_exact(f, "test")
     np.testing.assert_array_equal(blocks, f.predict_exact(inst.kernel_to_train("test")))

@@ -12,6 +12,7 @@ import itertools
 import math
 import os
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ import yaml
 
 from ..budget import MATCHES, derive
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
-from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
 from ..params import (
@@ -36,6 +36,7 @@ from ..params import (
 from ..safe_yaml import YamlLimitError, load_bounded
 from ..theory import KERNEL_DIAGNOSTICS_MAX_T, PRIMAL_EVALUATION_ABOVE_T, kernel_diagnostics_bytes
 from . import grid
+from .typed import Experiment
 
 BUDGET_PARAMS = (
     Param(
@@ -141,15 +142,24 @@ LIMITS_PARAMS = (
         special=(None,),
     ),
 )
+ENGINES = ("numpy", "jax")  # ilnrun.engines executes each
+DEFAULT_ENGINE = "numpy"
 ENGINE = Param(
     "engine",
     "str",
-    "numpy",
+    DEFAULT_ENGINE,
     "implementation of the learners: 'numpy' (reference) or 'jax' (lockstep batches on CPU or "
     "GPU; pip install 'ilnrun[jax]'); equal in distribution, not bit for bit",
     choices=ENGINES,
     listable=False,
 )
+
+
+def engine_of(cfg) -> str:
+    """The engine of a resolved config (``numpy`` when it names none)."""
+    return cfg.get("engine", DEFAULT_ENGINE)
+
+
 TOP_LEVEL = (
     "name",
     "description",
@@ -208,16 +218,21 @@ def load_yaml(path: str | Path) -> Any:
     return doc
 
 
-def load(path: str | Path) -> dict:
+def load(path: str | Path) -> Experiment:
     """Load and resolve a config file (the experiment name defaults to the file's stem; relative
     data paths are relative to the file's folder)."""
     p = Path(path)
     return resolve(load_yaml(p), default_name=p.stem, base_dir=p.resolve().parent)
 
 
-def dump(cfg: dict) -> str:
+def dump(cfg: Mapping) -> str:
+    """The resolved config as YAML (``config.yaml``)."""
     return yaml.safe_dump(
-        cfg, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+        cfg.as_dict() if isinstance(cfg, Experiment) else cfg,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
     )
 
 
@@ -246,8 +261,12 @@ def _check_name(name: Any, problems: list) -> None:
         )
 
 
-def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None = None) -> dict:
-    """Validate a raw config mapping and return it with every default filled in."""
+def resolve(
+    raw: dict, default_name: str = "experiment", base_dir: Path | None = None
+) -> Experiment:
+    """Validate a raw config mapping; return the experiment with every default filled in, as
+    frozen parts (:class:`~ilnrun.config.typed.Experiment`; its ``as_dict()`` is the resolved
+    mapping)."""
     problems: list[tuple[str, str]] = []
     for key in raw:
         if key not in TOP_LEVEL and key not in DERIVED:
@@ -274,7 +293,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
-    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", "numpy"), "engine", problems)
+    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
     methods = raw.get("methods")
     cfg["methods"] = {}
     if methods is None:
@@ -305,7 +324,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         _cross_checks(cfg, problems)
     if problems:
         raise ConfigError(problems)
-    return cfg
+    return Experiment.from_dict(cfg)
 
 
 def data_lines(cfg: dict) -> list[str]:
@@ -385,10 +404,40 @@ def _cross_checks(cfg: dict, problems: list) -> None:
                             f"gives {size.name} = {b.size(size.name)} < 1 for T={T} ({name})",
                         )
                     )
+    _engine_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
     if not problems:
         _resource_checks(cfg, problems)
+
+
+def has_jax_twin(fmap_cls: type[FeatureMap]) -> bool:
+    """Whether a feature map provides its jax twin (``jax_sample``, ``jax_point`` and
+    ``jax_pairs`` of its own, not the base class's)."""
+    return all(
+        getattr(fmap_cls, name).__func__ is not getattr(FeatureMap, name).__func__
+        for name in ("jax_sample", "jax_point", "jax_pairs")
+    )
+
+
+def _engine_checks(cfg: dict, problems: list) -> None:
+    """``engine: jax`` (or ``--engine jax``) needs the feature map's jax twin when a configured
+    learner has a jax pass (the passes draw and evaluate features with it): a map without one is
+    refused, named. A learner without a jax pass is not refused: it runs its numpy ``fit``
+    (docs/architecture.md §8)."""
+    if engine_of(cfg) != "jax":
+        return
+    fm = cfg["feature_map"]["kind"]
+    with_pass = [n for n in cfg["methods"] if "jax" in LEARNERS[n].engines]
+    if with_pass and not has_jax_twin(FEATURE_MAPS[fm]):
+        problems.append(
+            (
+                "feature_map.kind",
+                f"feature map {fm!r} has no jax twin, which the jax engine needs for "
+                f"{', '.join(with_pass)}; use engine: numpy (--engine numpy) or a map with one "
+                f"({', '.join(k for k, c in FEATURE_MAPS.items() if has_jax_twin(c))})",
+            )
+        )
 
 
 def _dataset_checks(cfg: dict, problems: list) -> None:
