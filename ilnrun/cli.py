@@ -6,7 +6,6 @@ traceback), 1 on any other failure.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -35,12 +34,31 @@ def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
         raise SystemExit(2) from None  # not reached: _fail exits
 
 
-def _cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def _results_errors(d: Path):
+    """Context for ``plot`` / ``report`` / ``index``: a damaged or foreign results directory
+    exits 2 and an operating-system failure (read-only directory, full disk) exits 1, each
+    with one line naming the file; never a traceback."""
+    from contextlib import contextmanager
+
+    from .readers import ResultsError, environment_error
+
+    @contextmanager
+    def guard():
+        try:
+            yield
+        except ResultsError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(environment_error(exc), 1)
+        except MemoryError:
+            _fail(f"{d}: out of memory", 1)
+        except Exception as exc:  # a foreign directory that passed the checks above
+            _fail(
+                f"{d}: the results look damaged or not ilnrun's ({type(exc).__name__}); "
+                "regenerate them with `ilnrun run`"
+            )
+
+    return guard()
 
 
 _SET = click.option(
@@ -121,8 +139,26 @@ def run(
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
-    from .api import run_resolved
+    import signal
+
+    from .experiment import stop_handler
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # one handling for the whole command
+        signal.signal(sig, stop_handler)
+    try:
+        _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides)
+    except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
+        signum = getattr(exc, "signum", signal.SIGINT)
+        click.echo(f"interrupted by {signal.Signals(signum).name}", err=True)
+        sys.exit(128 + signum)
+
+
+def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides) -> None:
+    import signal
+
+    from .api import ArgumentError, run_resolved
     from .experiment import RunDirError, RunInterrupted
+    from .readers import environment_error
 
     cfg = _load(config_path, overrides)
     if engine is not None:  # the command line wins over the config
@@ -135,18 +171,18 @@ def run(
                 "--engine jax needs JAX, which is not installed: pip install 'ilnrun[jax]' "
                 "(CPU) or 'ilnrun[gpu]' (CUDA 12), or run with --engine numpy"
             )
+        from .engines.jax_runner import memory_budget
+
+        try:
+            memory_budget()
+        except ValueError as exc:
+            _fail(str(exc))
         if backend != "loky" or jobs > 1:
             click.echo(
                 "note: the jax engine runs its batches in this process (--jobs and --backend "
                 "do not apply)",
                 err=True,
             )
-    if scheduler and backend != "dask":
-        _fail("--scheduler needs --backend dask")
-    cpus = _cpus()
-    if jobs > cpus and not scheduler:
-        click.echo(f"note: --jobs {jobs} capped to the {cpus} CPU(s) present", err=True)
-        jobs = cpus
     out_dir = Path(out) if out else Path("results") / cfg["name"]
     try:
         summary = run_resolved(
@@ -159,9 +195,13 @@ def run(
             quiet=quiet,
             config_path=config_path,
         ).info
-    except RunDirError as exc:
+    except (RunDirError, ArgumentError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(environment_error(exc), 1)
     except RunInterrupted as exc:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the stop is under way: no second one
+            signal.signal(sig, signal.SIG_IGN)
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
         again += ["--engine", engine] if engine else []
         again += ["--backend", backend] if backend != "loky" else []
@@ -216,10 +256,16 @@ def plot(results_dir: str, formats: str) -> None:
     bad = [f for f in fmts if f not in ("png", "pdf", "svg")]
     if bad or not fmts:
         _fail(f"--format: unsupported format(s) {bad or formats!r}; use png, pdf or svg")
+    from .readers import claim_outputs
+
     d = Path(results_dir)
     if not (d / "summary.csv").exists():
         _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
-    for p in plot_results(d, fmts):
+    names = [f"{n}.{f}" for n in ("figure1", "curves", "budget_sweep", "regret") for f in fmts]
+    with _results_errors(d):
+        claim_outputs(d, names, results=True)
+        paths = plot_results(d, fmts)
+    for p in paths:
         click.echo(str(p))
 
 
@@ -234,7 +280,9 @@ def plot(results_dir: str, formats: str) -> None:
 def report(results_dir: str, out: str | None) -> None:
     """Generate REPORT.md from a results directory: setup, every choice made where the paper is
     silent, counted budgets, figures, tables (mean ± 95% CI) and verdicts on the paper's claim."""
+    from .readers import claim_outputs
     from .report import build_report
+    from .report.sections.figures import FIGURES
 
     d = Path(results_dir)
     missing = [
@@ -242,7 +290,12 @@ def report(results_dir: str, out: str | None) -> None:
     ]
     if missing:
         _fail(f"{d} lacks {', '.join(missing)}; run `ilnrun run` (and `ilnrun plot`) first")
-    click.echo(str(build_report(d, Path(out) if out else d)))
+    target = Path(out) if out else d
+    with _results_errors(d):
+        same = target.exists() and target.resolve() == d.resolve()
+        claim_outputs(target, ["REPORT.md", *(f"{f}.png" for f in FIGURES)], results=same)
+        path = build_report(d, target)
+    click.echo(str(path))
 
 
 @main.command()
@@ -251,7 +304,10 @@ def index(experiments_dir: str) -> None:
     """Write EXPERIMENTS_DIR/README.md indexing every */REPORT.md with its commands and headline."""
     from .report import build_index
 
-    click.echo(str(build_index(Path(experiments_dir))))
+    d = Path(experiments_dir)
+    with _results_errors(d):
+        path = build_index(d)
+    click.echo(str(path))
 
 
 @main.command()

@@ -67,6 +67,7 @@ except ImportError as exc:  # not installed, or older than 1.6 (no validate_data
         f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'scikit-learn>=1.6' ({exc})"
     ) from exc
 
+from .estimator_checks import check_eta, check_labels, refuse_text
 from .features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap, build_feature_map
 from .learners import doubly_sgd, fixed_random, kernel_ogd, shrinking_gradient
 from .learners.base import FeatureExpansion, FitResult, KernelExpansion, LearnerSpec
@@ -128,6 +129,7 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """One online pass over ``(X, y)`` in the given order; returns ``self``."""
+        refuse_text(X, y)
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=True)
         self.X_seen_, self.y_seen_ = X, y
         return self._pass()
@@ -138,6 +140,7 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
         ``fit(all rows seen so far, in order)`` with the same ``random_state``; each call costs
         one full pass over every row seen so far (see the module docstring)."""
         first = not hasattr(self, "X_seen_")
+        refuse_text(X, y)
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=first)
         if not first:
             X = np.ascontiguousarray(np.concatenate([self.X_seen_, X]))
@@ -147,6 +150,8 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
 
     def _pass(self):
         X, y = self.X_seen_, self.y_seen_
+        check_labels(y)
+        check_eta(self.eta)
         self._random_seed = _seed(self.random_state)
         self.y_mean_ = float(np.mean(y)) if self.center_y else 0.0
         yc = y - self.y_mean_
@@ -203,6 +208,7 @@ class _OnlineRegressor(RegressorMixin, BaseEstimator):
         """``f(x) * y_scale_ + y_mean_`` for every row of ``X`` (see the module docstring for
         how ``f`` is evaluated)."""
         check_is_fitted(self, "predictor_")
+        refuse_text(X)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
         return self._predict_scaled(X) * self.y_scale_ + self.y_mean_
 
