@@ -141,16 +141,28 @@ def run(
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
     import signal
 
-    from .experiment import stop_handler
+    from .experiment import reset_stop, stop_handler
 
-    for sig in (signal.SIGINT, signal.SIGTERM):  # one handling for the whole command
-        signal.signal(sig, stop_handler)
+    # one handling for the whole command: the first SIGINT / SIGTERM stops the run, later ones
+    # are ignored while it stops (an interrupted command leaves them ignored: it is exiting)
+    reset_stop()
+    old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopped = (128 + signal.SIGINT, 128 + signal.SIGTERM)
     try:
         _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides)
     except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
+        for sig in old:
+            signal.signal(sig, signal.SIG_IGN)
         signum = getattr(exc, "signum", signal.SIGINT)
         click.echo(f"interrupted by {signal.Signals(signum).name}", err=True)
         sys.exit(128 + signum)
+    except SystemExit as exc:
+        if exc.code not in stopped:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+        raise
+    for sig, h in old.items():  # a finished run: the caller's handlers again
+        signal.signal(sig, h)
 
 
 def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides) -> None:

@@ -45,7 +45,7 @@ from .results import (
     write_tables,
 )
 from .runner import Progress, execute
-from .safe_yaml import YamlLimitError, load_bounded, load_json
+from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 LOCK = ".lock"
@@ -89,6 +89,11 @@ def stop_handler(signum: int, frame: object) -> None:
         return
     _STOP["signum"] = signum
     raise _Stop(signum)
+
+
+def reset_stop() -> None:
+    """Forget an earlier stop (a new command or run starts)."""
+    _STOP["signum"] = None
 
 
 def stop_requested() -> int | None:
@@ -185,8 +190,7 @@ def config_diff(old: dict, new: dict) -> list[str]:
 
 
 def _short(v: object, width: int = 60) -> str:
-    s = repr(v)
-    return s if len(s) <= width else s[: width - 3] + "..."
+    return bounded_repr(v, width)
 
 
 def _numbers_part(cfg: dict) -> dict:
