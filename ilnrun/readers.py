@@ -116,6 +116,8 @@ def claim_outputs(directory: Path, names: list[str], results: bool) -> None:
     manifest does not list. An empty directory is claimed (an empty manifest); temporary files
     of ours left by a killed write are removed."""
     directory = Path(directory)
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise ResultsError(f"{directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     try:
         owned = read_manifest(directory)
