@@ -50,7 +50,7 @@ def _results_errors(d: Path):
         except ResultsError as exc:
             _fail(str(exc))
         except OSError as exc:
-            _fail(environment_error(exc), 1)
+            _fail(environment_error(exc, d), 1)
         except MemoryError:
             _fail(f"{d}: out of memory", 1)
         except Exception as exc:  # a foreign directory that passed the checks above
@@ -224,7 +224,7 @@ def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overr
     except (RunDirError, ArgumentError) as exc:
         _fail(str(exc))
     except OSError as exc:
-        _fail(environment_error(exc), 1)
+        _fail(f"cannot write the results: {environment_error(exc, out_dir)}", 1)
     except RunInterrupted as exc:
         for sig in (signal.SIGINT, signal.SIGTERM):  # the stop is under way: no second one
             signal.signal(sig, signal.SIG_IGN)

@@ -168,8 +168,9 @@ def _earlier_report(directory: Path, names: list[str]) -> bool:
     return REPORT_MARK in head
 
 
-def environment_error(exc: OSError) -> str:
-    """One line for an operating-system failure (full disk, read-only directory, ...)."""
+def environment_error(exc: OSError, where: Path | str | None = None) -> str:
+    """One line for an operating-system failure (full disk, read-only directory, ...): the file
+    (else ``where``, the directory being written) and the system's words."""
     what = exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-    where = f"{exc.filename}: " if exc.filename else ""
-    return f"{where}{what}"
+    place = exc.filename or where
+    return f"{place}: {what}" if place else what
