@@ -334,6 +334,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "versions": _versions(),
         "platform": platform.platform(),
         "engine": engine_of(cfg),
+        "compiled_kernels": _compiled_kernels(),
     }
     if engine_of(cfg) == "jax":
         from .engines.jax_env import device
@@ -379,6 +380,13 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "eval_s": float(eval_s.sum()),
         "train_s": float(runs["wall_s"].sum()),
     }
+
+
+def _compiled_kernels() -> bool:
+    """Whether the numpy engine's compiled kernels run (numba importable, not switched off)."""
+    from .learners import shrinking_gradient_kernels
+
+    return shrinking_gradient_kernels.available()
 
 
 def _first_start(meta_path: Path) -> str | None:

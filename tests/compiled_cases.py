@@ -50,14 +50,23 @@ def data(T: int, D: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndar
     return X[:T], y, X[T:]
 
 
-def run_case(kind: str, sampler: str, shape: tuple) -> dict[str, np.ndarray]:
-    """Every array of one fit and of two Algorithm-2 test estimates of its predictors."""
+def run_case(kind: str, sampler: str, shape: tuple, path: str = "auto") -> dict[str, np.ndarray]:
+    """Every array of one fit and of two Algorithm-2 test estimates of its predictors, by the
+    ``numpy`` or the ``compiled`` path, or as ``fit`` chooses (``auto``)."""
     from ilnrun.learners import shrinking_gradient
 
     _, T, D, m, eta, schedule, B, printed = shape
     X, y, X_eval = data(T, D)
     fmap = make_map(kind, D)
-    res = shrinking_gradient.fit(
+    fit = {
+        "auto": shrinking_gradient.fit,
+        "numpy": shrinking_gradient.fit_numpy,
+        "compiled": shrinking_gradient.fit_compiled,
+    }[path]
+    estimate = {"auto": "predict_estimated", "numpy": "estimate_numpy"}.get(
+        path, "estimate_compiled"
+    )
+    res = fit(
         X,
         y,
         fmap,
@@ -79,7 +88,7 @@ def run_case(kind: str, sampler: str, shape: tuple) -> dict[str, np.ndarray]:
     }
     rng = np.random.default_rng(5)
     for name, pred in (("est", res.predictor), ("est_avg", res.averaged)):
-        out[name] = pred.predict_estimated(X, X_eval, fmap, 37, rng, chunk_pairs=200)
+        out[name] = getattr(pred, estimate)(X, X_eval, fmap, 37, rng, chunk_pairs=200)
     return out
 
 
