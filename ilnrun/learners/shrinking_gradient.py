@@ -111,14 +111,18 @@ def fit(
     sampler: str = "iid",
     printed_sign: bool = False,
     deadline: float | None = None,
-    threads: int = 1,
+    threads: int | None = None,
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)``; returns final and averaged predictors.
 
     Runs the compiled pass (:func:`fit_compiled`) where it applies, else the numpy code
     (:func:`fit_numpy`): the same draws and the same numbers, bit for bit. ``threads > 1`` lets
     a big pass (``m >= PARALLEL_FROM`` samples a round) search and gather in parallel (compiled
-    path only): the same numbers for any number of threads."""
+    path only): the same numbers for any number of threads. ``None``: the environment variable
+    ``ILNRUN_THREADS`` (default 1), so that ``ilnrun run`` cells can use it (docs/algorithms.md
+    §1.9)."""
+    if threads is None:
+        threads = kernels.threads_from_env()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
     kw.update(printed_sign=printed_sign, deadline=deadline)
     if kernels.use_compiled(fmap):

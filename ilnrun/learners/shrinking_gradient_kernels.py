@@ -5,7 +5,7 @@ The compiled pass (:func:`sg_rounds`) and the compiled Algorithm-2 test estimate
 from the cell's ``np.random.Generator`` as the numpy code (numba's nopython mode reproduces numpy's
 streams for ``random``, ``integers``, ``standard_normal`` and ``uniform``; the multinomial counts
 of the test estimates are drawn by numpy itself, between the compiled calls), and
-form every sum in the numpy code's order (docs/algorithms.md §1.5):
+form every sum in the numpy code's order (docs/algorithms.md §1.9):
 
 - ``E_t``'s sum ``sum_k sgn(alpha_i) psi(x_i; w_k) psi(x_t; w_k)`` and the ``W x_t`` of the
   ReLU and Fourier maps are the same BLAS calls (``np.dot`` compiles to them);
@@ -19,10 +19,10 @@ build whose sums differ (another BLAS kernel, an ``einsum`` with fused multiply-
 numpy path, with a one-line note. ``ILNRUN_NO_NUMBA=1`` forces the numpy path; so does a
 Python without numba.
 
-The compilation cache is persistent (``cache=True``): numba writes it to ``__pycache__`` beside
-this module, or under ``NUMBA_CACHE_DIR`` when that is set; where neither is writable (a
-read-only install) the kernels are compiled in memory in every process (see README,
-Performance).
+The compilation cache is persistent (``cache=True``): numba writes it under ``NUMBA_CACHE_DIR``
+when that is set, else to ``__pycache__`` beside this module, else (a read-only install) to the
+user's cache directory (``~/.cache/numba``); where nothing is writable the kernels are compiled
+in memory in every process.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import warnings
 import numpy as np
 
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
+THREADS_ENV = "ILNRUN_THREADS"  # threads of one big cell's compiled pass (default 1)
 COORDINATE, RELU, FOURIER = 0, 1, 2
 KINDS = {"coordinate": COORDINATE, "relu": RELU, "fourier": FOURIER}
 SQRT2 = math.sqrt(2.0)
@@ -59,13 +60,15 @@ except ImportError as exc:  # a Python that numba does not support yet, or switc
     _WHY_NOT = str(exc)
 
 
-def _jit(f):
-    """``numba.njit(cache=True)``; the plain function where numba is absent (never called)."""
+def _jit(f, **options):
+    """``numba.njit(cache=True)``; without a writable cache directory, compiled in memory in
+    each process; the plain function where numba is absent (never called)."""
     if numba is None:
         return f
-    with warnings.catch_warnings():  # a read-only install: numba then caches in memory only
-        warnings.simplefilter("ignore", getattr(numba, "NumbaWarning", Warning))
-        return numba.njit(cache=True, nogil=True)(f)
+    try:
+        return numba.njit(cache=True, **options)(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (nothing writable)
+        return numba.njit(**options)(f)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,11 +299,7 @@ def _search_pairs_parallel(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out, bl
             search_pairs(kind, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
-search_pairs_parallel = (
-    _search_pairs_parallel
-    if numba is None
-    else numba.njit(cache=True, parallel=True)(_search_pairs_parallel)
-)
+search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -417,6 +416,22 @@ _NOTED: set[str] = set()
 def available() -> bool:
     """numba imports and ``ILNRUN_NO_NUMBA`` is not set."""
     return numba is not None
+
+
+def threads_from_env() -> int:
+    """``ILNRUN_THREADS`` (a whole number >= 1), default 1; a bad value is reported once and
+    ignored."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        n = int(raw)
+        if n < 1:
+            raise ValueError
+    except ValueError:
+        note(f"{THREADS_ENV}={raw!r} is not a whole number >= 1: one thread per cell")
+        return 1
+    return n
 
 
 def set_threads(threads: int) -> int:
