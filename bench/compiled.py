@@ -285,7 +285,7 @@ def main() -> None:
     )
     R: dict = {"repeat": args.repeat}
     print("0. compiled kernels against numpy", flush=True)
-    with threadpool_limits(1):  # BLAS on one thread, as in every cell (ilnrun.runner)
+    with threadpool_limits(1, user_api="blas"):  # BLAS on one thread, as in every cell
         R["sg"] = bench_sg(sizes, args.repeat)
         R["estimates"] = bench_estimates(args.repeat, 20 if q else 200, 100 if q else 1000)
         R["threads"] = bench_threads(*((2_000, 8_000, 200) if q else (100_000, 50_000, 1_000)), 2)

@@ -110,7 +110,7 @@ def test_disagreeing_build_runs_numpy(monkeypatch, capsys):
     """A numpy build whose sums the kernels do not reproduce runs the numpy code, with a note."""
     monkeypatch.setattr(kernels, "_AGREES", {})
     monkeypatch.setattr(kernels, "_NOTED", set())
-    monkeypatch.setattr(kernels, "agrees", lambda name: False)
+    monkeypatch.setattr(kernels, "agrees", lambda kind: False)
     if kernels.available():
         assert not kernels.use_compiled(Coordinate(3))
         assert "numpy code runs instead" in capsys.readouterr().err

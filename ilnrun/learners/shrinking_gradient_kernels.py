@@ -37,7 +37,6 @@ import numpy as np
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 THREADS_ENV = "ILNRUN_THREADS"  # threads of one big cell's compiled pass (default 1)
 COORDINATE, RELU, FOURIER = 0, 1, 2
-KINDS = {"coordinate": COORDINATE, "relu": RELU, "fourier": FOURIER}
 SQRT2 = math.sqrt(2.0)
 DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
@@ -47,6 +46,9 @@ MAX_D = 8192
 try:
     if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
         raise ImportError(f"{NO_NUMBA_ENV} is set")
+    # numba's own thread pool for the parallel loops (fit's threads), unless the user chose one:
+    # an OpenMP pool would be pinned to one thread by a cell's limits (ilnrun.runner.one_thread)
+    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import numba
@@ -409,7 +411,7 @@ def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng,
 # ----------------------------------------------------------------------------------------------
 # when the compiled path runs
 
-_AGREES: dict[str, bool] = {}
+_AGREES: dict[int, bool] = {}
 _NOTED: set[str] = set()
 
 
@@ -466,18 +468,18 @@ def use_compiled(fmap) -> bool:
         return False
     if kind_of(fmap) is None:
         return False
-    name = type(fmap).name
-    if name not in _AGREES:
-        _AGREES[name] = agrees(name)
-        if not _AGREES[name]:
+    kind = kind_of(fmap)
+    if kind not in _AGREES:
+        _AGREES[kind] = agrees(kind)
+        if not _AGREES[kind]:
             note(
                 f"the compiled Shrinking Gradient kernels do not reproduce this numpy build's "
-                f"sums for {name} features: the numpy code runs instead"
+                f"sums for {type(fmap).name} features: the numpy code runs instead"
             )
-    return _AGREES[name]
+    return _AGREES[kind]
 
 
-def agrees(name: str) -> bool:
+def agrees(kind: int) -> bool:
     """One small pass and its test estimates, compiled and numpy, with every sampler: equal bit
     for bit (the same BLAS kernel, einsum order and pairwise sum as this numpy build)."""
     from ..features import Coordinate, Fourier, ReLU
@@ -487,7 +489,7 @@ def agrees(name: str) -> bool:
     D = 19
     X = probe.standard_normal((70, D)) / 3.0
     y = np.tanh(X[:50, 0] + X[:50, 1])
-    fmap = {"coordinate": Coordinate(D), "relu": ReLU(D), "fourier": Fourier(D, 1.7)}[name]
+    fmap = {COORDINATE: Coordinate, RELU: ReLU}.get(kind, lambda d: Fourier(d, 1.7))(D)
     for sampler in ("iid", "systematic"):
         kw = dict(eta=0.5, m=23, B=1 / 8, sampler=sampler, schedule="inv_sqrt")
         r0 = sg.fit_numpy(X[:50], y, fmap, np.random.default_rng(1), **kw)
