@@ -53,6 +53,7 @@ def test_compiled_path_matches_numpy_and_golden(case):
 @pytest.mark.parametrize("kind", cases.MAPS)
 def test_fit_chooses_the_compiled_path(kind):
     assert kernels.use_compiled(cases.make_map(kind, 4))
+    assert kernels.estimates_compiled(cases.make_map(kind, 4)) == (kind != "coordinate")
     # beyond MAX_D numpy sums one pair's w . x in buffered pieces: the numpy code runs
     assert kernels.use_compiled(cases.make_map(kind, kernels.MAX_D + 1)) == (kind == "coordinate")
 

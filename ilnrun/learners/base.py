@@ -65,11 +65,12 @@ class KernelExpansion:
         the order and the ``w_k`` are iid and independent of ``i``, so the estimate has exactly
         Algorithm 2's distribution, while the sorted gathers are cache-friendly.
 
-        Compiled where it applies (:meth:`estimate_compiled`), else numpy
-        (:meth:`estimate_numpy`): the same draws and numbers, bit for bit."""
+        Compiled where that is faster (:meth:`estimate_compiled`; ReLU and Fourier maps), else
+        numpy (:meth:`estimate_numpy`): the same draws and numbers, bit for bit."""
         from . import shrinking_gradient_kernels as kernels
 
-        run = self.estimate_compiled if kernels.use_compiled(fmap) else self.estimate_numpy
+        compiled = type(rng) is np.random.Generator and kernels.estimates_compiled(fmap)
+        run = self.estimate_compiled if compiled else self.estimate_numpy
         return run(X_train, X_eval, fmap, m, rng, chunk_pairs)
 
     def estimate_compiled(

@@ -115,7 +115,8 @@ def fit(
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)``; returns final and averaged predictors.
 
-    Runs the compiled pass (:func:`fit_compiled`) where it applies, else the numpy code
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
+    and a feature map the kernels know), else the numpy code
     (:func:`fit_numpy`): the same draws and the same numbers, bit for bit. ``threads > 1`` lets
     a big pass (``m >= PARALLEL_FROM`` samples a round) search and gather in parallel (compiled
     path only): the same numbers for any number of threads. ``None``: the environment variable
@@ -125,7 +126,7 @@ def fit(
         threads = kernels.threads_from_env()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
     kw.update(printed_sign=printed_sign, deadline=deadline)
-    if kernels.use_compiled(fmap):
+    if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
         return fit_compiled(X, y, fmap, rng, threads=threads, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
 

@@ -479,6 +479,14 @@ def use_compiled(fmap) -> bool:
     return _AGREES[kind]
 
 
+def estimates_compiled(fmap) -> bool:
+    """Whether the Algorithm-2 test estimates run compiled: for ReLU and Fourier maps (about
+    twice as fast as numpy's per-pair einsum); coordinate features stay on numpy's flat gathers
+    (``base._CoordinateProducts``), as fast, since numpy's multinomial draws, the same in both,
+    take about half the time (experiments/performance/REPORT.md, section 0)."""
+    return kind_of(fmap) != COORDINATE and use_compiled(fmap)
+
+
 def agrees(kind: int) -> bool:
     """One small pass and its test estimates, compiled and numpy, with every sampler: equal bit
     for bit (the same BLAS kernel, einsum order and pairwise sum as this numpy build)."""
