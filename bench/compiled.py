@@ -149,8 +149,8 @@ def bench_estimates(repeat: int, n_points: int = 200, m_test: int = 1000, relu: 
     rate = {k: n_points / np.array(v) for k, v in cpu.items()}
     out = dict(n=n_points, m_test=m_test, **rate, speedup=rate["compiled"] / rate["numpy"])
     print(
-        f"  Algorithm-2 test estimates ({fmap.name}): numpy {np.median(rate['numpy']):,.0f}, compiled "
-        f"{np.median(rate['compiled']):,.0f} points/s; x{spread(out['speedup'])}",
+        f"  Algorithm-2 test estimates ({fmap.name}): numpy {np.median(rate['numpy']):,.0f}, "
+        f"compiled {np.median(rate['compiled']):,.0f} points/s; x{spread(out['speedup'])}",
         flush=True,
     )
     return out
