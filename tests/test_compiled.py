@@ -77,11 +77,16 @@ def test_threads_give_identical_numbers(kind, sampler):
 
 @needs_numba
 def test_compiled_pass_honours_the_deadline(monkeypatch):
-    """A deadline already past stops the compiled pass after its first call of rounds."""
-    monkeypatch.setattr(sg, "COMPILED_SAMPLES_PER_CALL", 10 * 8)
+    """A deadline already past stops the compiled pass after round 1, as the numpy pass; a
+    later one is looked at between calls of rounds."""
     X, y, _ = cases.data(50, 5)
     res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=0.0)
-    assert res.timed_out and len(res.losses) == 10 and len(res.predictor.alpha) == 10
+    assert res.timed_out and len(res.losses) == 1 and len(res.predictor.alpha) == 1
+    monkeypatch.setattr(sg, "COMPILED_SAMPLES_PER_CALL", 10 * 8)
+    res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=1e300)
+    ref = sg.fit_numpy(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8)
+    assert not res.timed_out
+    np.testing.assert_array_equal(res.losses, ref.losses, strict=True)
 
 
 def test_constants_agree():

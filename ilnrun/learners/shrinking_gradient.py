@@ -155,7 +155,8 @@ def fit_compiled(
     threads: int = 1,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``shrinking_gradient_kernels.sg_rounds``): the same pass,
-    draws and arithmetic; the deadline is looked at between calls of a few million samples."""
+    draws and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does),
+    then between calls of a few million samples."""
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -176,7 +177,7 @@ def fit_compiled(
         if t and out_of_time(deadline):
             timed_out = True
             break
-        t1 = min(T, t + per_call)
+        t1 = min(T, t + (1 if t == 0 and deadline is not None else per_call))
         t = kernels.sg_rounds(
             t, t1, X, yv, etas, kind, sigma, m, 16.0 * B, -1.0 if printed_sign else 1.0,
             sampler == "systematic", RESCALE_BELOW, blocks, rng,
