@@ -431,6 +431,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "versions": _versions(),
         "platform": platform.platform(),
         "engine": cfg.engine,
+        "compiled_kernels": _compiled_kernels(),
     }
     if cfg.engine == "jax":
         from .engines.jax_env import device
@@ -512,6 +513,13 @@ def older_version_note(older: str, out: Path) -> str:
         f"record digest matches (others run again). Use --fresh to recompute every cell with "
         f"{__version__}."
     )
+
+
+def _compiled_kernels() -> bool:
+    """Whether the numpy engine's compiled kernels run (numba importable, not switched off)."""
+    from .learners import shrinking_gradient_kernels
+
+    return shrinking_gradient_kernels.available()
 
 
 def _first_start(meta_path: Path) -> str | None:
