@@ -221,3 +221,21 @@ def test_a_timed_out_cell_is_not_reproduced(loaded):
     c.row["timed_out"] = True
     with pytest.raises(LoadError, match="timed out"):
         c.reproduce()
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_round_trip_runs(tmp_path, monkeypatch, capsys):
+    """The README's round trip runs as printed (in a scratch folder) and picks a real cell."""
+    import re
+
+    m = re.search(r"<!-- tested: round trip -->\s*```python\n(.*?)```", README.read_text(), re.S)
+    assert m, "README.md lost its tested round-trip example"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(m.group(1), str(README), "exec"), namespace)  # noqa: S102
+    cell, row = namespace["cell"], namespace["row"]
+    assert cell.method == "shrinking_gradient" and cell.size == row["m"] > 0
+    assert (tmp_path / "results" / "roundtrip" / "runs.csv").is_file()
+    assert capsys.readouterr().out.split()[0] == str(cell.setting["eta"])
