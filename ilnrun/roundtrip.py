@@ -58,6 +58,7 @@ import pandas as pd
 from . import config as C
 from .cell import Instance, finish, make_instance, plan, reference_losses
 from .config.grid import seed_sequence
+from .learners import LEARNERS
 from .results import CellLog, ManifestError, read_manifest
 
 __all__ = ["LoadError", "LoadedCell", "LoadedResults", "load"]
@@ -292,11 +293,17 @@ class LoadedCell:
         """The cell's row recomputed from a fitted estimator (by default ``estimator()`` fitted
         on ``X_train, y_train``) by the cell's own evaluation (:func:`ilnrun.cell.finish`): the
         same index as :attr:`row`; every number but ``wall_s`` / ``eval_s`` equals the row's bit
-        for bit. Refuses a timed-out cell."""
+        for bit. Refuses a timed-out cell and a cell run by a jax pass."""
         if bool(self.row.get("timed_out", False)):
             raise LoadError(
                 f"cell {self.id!r} timed out (limits.cell_timeout_s); the estimator has no "
                 "deadline, so its pass cannot be reproduced"
+            )
+        if self.config.engine == "jax" and "jax" in LEARNERS[self.method].engines:
+            raise LoadError(
+                f"cell {self.id!r} ran {self.method}'s jax pass (engine jax); the estimator runs "
+                "the numpy pass, whose numbers equal the jax pass's in distribution only "
+                "(rerun the config with --engine numpy to reproduce cells bit for bit)"
             )
         if est is None:
             est = self.estimator().fit(self.X_train, self.y_train)

@@ -215,6 +215,15 @@ def test_data_file_changed_or_gone(tmp_path):
         ilnrun.load(out)
 
 
+def test_a_jax_cell_is_not_reproduced_bit_for_bit(loaded):
+    import dataclasses
+
+    c = loaded.cell(loaded.runs["cell_id"][0])
+    c.config = dataclasses.replace(c.config, engine="jax")
+    with pytest.raises(LoadError, match="jax pass .* in distribution only"):
+        c.reproduce()
+
+
 def test_a_timed_out_cell_is_not_reproduced(loaded):
     c = loaded.cell(loaded.runs["cell_id"][0])
     c.row = c.row.copy()
