@@ -23,6 +23,7 @@ from ..budget import MATCHES, derive
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
+from ..learners.base import ETA_SCALE
 from ..params import (
     ConfigError,
     Param,
@@ -100,6 +101,52 @@ EVALUATION_PARAMS = (
         listable=False,
     ),
 )
+
+
+# ``evaluation.select_on`` (docs/protocol.md §5.2): what a learner's settings are selected on.
+# It changes no number a cell computes (only which setting the tables call selected), so it is
+# absent from the resolved config at its default and never part of a record's digest.
+SELECT_ON = Param(
+    "select_on",
+    "str",
+    "exact",
+    "what settings are selected on: exact (the validation loss evaluated exactly, with the "
+    "kernel where the predictor is a kernel expansion) or estimated (for learners with an "
+    "Algorithm-2 validation loss, val_loss_estimated: what a user without the kernel can "
+    "compute); one value for every learner, or a mapping learner -> exact | estimated",
+    choices=("exact", "estimated"),
+    listable=False,
+)
+
+
+def check_select_on(raw: Any, methods: Mapping, problems: list) -> str | dict | None:
+    """``evaluation.select_on``: ``exact``, ``estimated`` (for every learner where it applies)
+    or a mapping learner -> mode; ``estimated`` named for a learner of the config without an
+    Algorithm-2 validation loss is a problem. Returns the value to store, ``None`` at the
+    default (the key is then left out of the resolved config)."""
+    path = "evaluation.select_on"
+    if isinstance(raw, dict):
+        out = {}
+        for name, mode in raw.items():
+            where = f"{path}.{key_text(name)}"
+            if name not in methods:
+                problems.append(unknown(name, list(methods), where, what="learner of methods"))
+                continue
+            mode = check_scalar(SELECT_ON, mode, where, problems)
+            if mode == "estimated" and not LEARNERS[name].estimated_validation:
+                with_it = [n for n, s in LEARNERS.items() if s.estimated_validation]
+                problems.append(
+                    (
+                        where,
+                        f"{name} has no Algorithm-2 validation loss; 'estimated' applies to "
+                        f"{', '.join(with_it)}",
+                    )
+                )
+            elif mode is not None and mode != SELECT_ON.default:
+                out[name] = mode
+        return out or None
+    mode = check_scalar(SELECT_ON, raw, path, problems)
+    return None if mode in (None, SELECT_ON.default) else mode
 
 
 def _machine_memory_gb() -> float:
@@ -289,8 +336,9 @@ def resolve(
         raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, DEFAULT_FEATURE_MAP
     )
     cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
+    raw_eval = raw.get("evaluation")
     cfg["evaluation"] = check_section(
-        raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
+        raw_eval, EVALUATION_PARAMS, "evaluation", problems, skip=("select_on",)
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
     cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
@@ -315,9 +363,11 @@ def resolve(
                     unknown(mname, LEARNERS, f"methods.{key_text(mname)}", what="learner")
                 )
                 continue
-            cfg["methods"][mname] = check_section(
-                mraw, LEARNERS[mname].params, f"methods.{mname}", problems
-            )
+            cfg["methods"][mname] = _check_method(mname, mraw, problems)
+    if isinstance(raw_eval, dict) and "select_on" in raw_eval:
+        select_on = check_select_on(raw_eval["select_on"], cfg["methods"], problems)
+        if select_on is not None:
+            cfg["evaluation"]["select_on"] = select_on
     if not problems:
         _resolve_paths(cfg, base_dir, problems)
     if not problems:
@@ -325,6 +375,21 @@ def resolve(
     if problems:
         raise ConfigError(problems)
     return Experiment.from_dict(cfg)
+
+
+def _check_method(name: str, raw: Any, problems: list) -> dict:
+    """A learner's section; a learner with ``eta`` also takes ``eta_scale``
+    (docs/protocol.md §5.3), kept in the resolved config only when it is not ``none``."""
+    params = LEARNERS[name].params
+    path = f"methods.{name}"
+    has_eta = any(p.name == "eta" for p in params)
+    skip = ("eta_scale",) if has_eta else ()
+    out = check_section(raw, params, path, problems, skip=skip)
+    if has_eta and isinstance(raw, dict) and "eta_scale" in raw:
+        scale = check_scalar(ETA_SCALE, raw["eta_scale"], f"{path}.eta_scale", problems)
+        if scale is not None and scale != ETA_SCALE.default:
+            out["eta_scale"] = scale
+    return out
 
 
 def data_lines(cfg: dict) -> list[str]:
