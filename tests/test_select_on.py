@@ -206,3 +206,75 @@ def test_select_modes_ignore_estimated_without_the_loss():
     )
     out = select(runs, [], {"doubly_sgd": "exact"})
     assert list(out["selected"]) == [True, True, False, False]
+
+
+# ----------------------------------------------------------------------------------------------
+# eta_scale: step sizes in units of 1/sqrt(T) (docs/protocol.md §5.3)
+
+
+def test_eta_scale_formula_and_cell_keys():
+    from ilnrun.cell import instance, plan
+    from ilnrun.learners import LEARNERS
+
+    plain = resolve(tiny_config())
+    scaled = resolve(tiny_config(**{"methods.doubly_sgd.eta_scale": "sqrt_T"}))
+    none = resolve(tiny_config(**{"methods.doubly_sgd.eta_scale": "none"}))
+    assert "eta_scale" not in plain.as_dict()["methods"]["doubly_sgd"]
+    assert none.as_dict() == plain.as_dict()  # the default is never stored
+    assert scaled.as_dict()["methods"]["doubly_sgd"]["eta_scale"] == "sqrt_T"
+    a, b = cells(plain), cells(scaled)
+    for x, y in zip(a, b, strict=True):
+        assert (x.id == y.id) == (x.method != "doubly_sgd")
+    c = next(c for c in b if c.method == "doubly_sgd")
+    p = plan(scaled.budget, c, instance(scaled.seed, scaled.feature_map, c))
+    assert p.T == 30 and "eta_scale" not in p.args
+    assert p.args["eta"] == c.hyper["eta"] / math.sqrt(30)
+    # the spec-level formula, for every learner with eta
+    for name, spec in LEARNERS.items():
+        if any(q.name == "eta" for q in spec.params) and spec.arguments is None:
+            args = spec.fit_arguments({"eta": 2.0, "eta_scale": "sqrt_T"}, None, 400)
+            assert args["eta"] == pytest.approx(0.1), name
+
+
+def test_eta_scale_is_refused_where_there_is_no_eta(tmp_path):
+    cfg = tiny_config()
+    cfg["methods"]["kernel_ridge"] = {"ridge": [0.1], "eta_scale": "sqrt_T"}
+    path = write_config(tmp_path / "c.yaml", cfg)
+    res = invoke(["validate", path])
+    assert res.exit_code == 2 and "methods.kernel_ridge.eta_scale" in res.output
+    bad = write_config(
+        tmp_path / "d.yaml", tiny_config(**{"methods.doubly_sgd.eta_scale": "sqrtT"})
+    )
+    res = invoke(["validate", bad])
+    assert res.exit_code == 2 and "methods.doubly_sgd.eta_scale" in res.output
+
+
+def test_eta_scale_through_the_cli_and_per_T_edge_flags(tmp_path):
+    cfg = tiny_config(**{"dataset.D": 20, "dataset.T": [20, 80], "repetitions": 2})
+    cfg["methods"] = {
+        # steps so small that the largest is best at every T: an edge at both
+        "doubly_sgd": {"eta": [0.001, 0.002, 0.004], "eta_scale": "sqrt_T", "nu": 0.0},
+    }
+    path = write_config(tmp_path / "c.yaml", cfg)
+    out = tmp_path / "res"
+    res = invoke(["run", path, "--out", out, "--jobs", "1", "-q"])
+    assert res.exit_code == 0, res.output
+    runs = _runs(out)
+    for _, r in runs.iterrows():
+        written = float(setting_of(r["setting"])["eta"])
+        assert r["eta"] == pytest.approx(written / math.sqrt(r["T"]))
+        assert "eta_scale=sqrt_T" in r["setting"]
+    rep = invoke(["report", out, "--out", tmp_path / "rep"])
+    assert rep.exit_code == 0, rep.output
+    text = (tmp_path / "rep" / "REPORT.md").read_text()
+    assert "eta in units of 1/√T" in text
+    summary = pd.read_csv(out / "summary.csv")
+    assert [float(setting_of(s)["eta"]) for s in summary["setting"]] == [0.004, 0.004]
+    # the flag names the T at which the edge was selected, in the table and the headline
+    assert text.count("eta=0.004 (largest of the grid) at T = 20, 80") == 2
+
+
+def setting_of(setting: str) -> dict:
+    from ilnrun.report.data import setting_values
+
+    return setting_values(setting)

@@ -324,6 +324,13 @@ class LearnerSpec:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
 
+    @property
+    def config_params(self) -> tuple[Param, ...]:
+        """Every key of ``methods.<name>``: its ``params``, and ``eta_scale``
+        (:data:`ETA_SCALE`) for a learner with ``eta``."""
+        has_eta = any(p.name == "eta" for p in self.params)
+        return (*self.params, ETA_SCALE) if has_eta else self.params
+
     def takes_budget(self, h: dict) -> bool:
         """Whether setting ``h`` takes its size from the matched budget."""
         if self.budget is None:
