@@ -125,11 +125,23 @@ def setting_values(setting: str) -> dict[str, str]:
     return out
 
 
-def _same(text: str | None, v: float) -> bool:
-    """Whether a setting's value ``text`` is the number ``v``."""
+def _numeric_grids(grid: dict) -> dict[str, list]:
+    """The numeric values of each hyperparameter given as a grid of three or more numbers (with
+    two values every choice is an edge: nothing learned)."""
+    out = {}
+    for key, values in grid.items():
+        if isinstance(values, list):
+            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(nums) >= 3:
+                out[key] = nums
+    return out
+
+
+def _same(text: Any, v: float) -> bool:
+    """Whether a setting's value ``text`` (a string or a number) is the number ``v``."""
     try:
         return text is not None and float(text) == float(v)
-    except ValueError:
+    except (TypeError, ValueError):
         return False
 
 
@@ -232,22 +244,22 @@ class ReportData:
         """:meth:`edges` with the x values (e.g. each ``T`` of a T sweep) at which each flagged
         value was selected (docs/protocol.md §5.1). Values are read from the selected
         ``setting`` as written in the grid (under ``eta_scale: sqrt_T`` in units of 1/√T)."""
-        grid = self.cfg["methods"].get(method, {})
+        numeric = _numeric_grids(self.cfg["methods"].get(method, {}))
+        if not numeric:
+            return []
         s = self.summary[self.summary["method"] == method]
         if k is not None and method in self.compared:
             s = s[s["dsgd_k"] == k]
+        xs = s[self.xa] if self.xa else [None] * len(s)
+        # the values as written (the setting), else the hyperparameter columns
+        written = s["setting"] if "setting" in s else [None] * len(s)
         settings = [
-            (x, setting_values(st))
-            for x, st in zip(s[self.xa] if self.xa else [None] * len(s), s["setting"], strict=True)
-            if isinstance(st, str)
+            (x, setting_values(st) if isinstance(st, str) else dict(row))
+            for x, st, (_, row) in zip(xs, written, s.iterrows(), strict=True)
+            if isinstance(st, str) or "setting" not in s
         ]
         out = []
-        for key, values in grid.items():
-            if not isinstance(values, list):
-                continue
-            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            if len(nums) < 3:  # with two values every choice is an edge: nothing learned
-                continue
+        for key, nums in numeric.items():
             for v in sorted({min(nums), max(nums)}):
                 xs = [x for x, h in settings if _same(h.get(key), v)]
                 if xs:
