@@ -377,6 +377,7 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
 @main.command(name="list")
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
+    from .config.keys import SELECT_ON
     from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
     from .datasets import DATASETS
     from .features import FEATURE_MAPS
@@ -386,7 +387,7 @@ def list_() -> None:
     for name, spec in LEARNERS.items():
         size = f"; budget size {spec.budget.name}" if spec.budget else "; no budget"
         click.echo(f"  {name} ({spec.role}): {spec.summary}{size}")
-        for p in spec.params:
+        for p in spec.config_params:
             click.echo(f"      {p.describe()}")
     click.echo("feature maps (feature_map.kind):")
     for name, fmap in FEATURE_MAPS.items():
@@ -401,7 +402,7 @@ def list_() -> None:
             click.echo(f"      {p.describe()}")
     for section, params in (
         ("budget", BUDGET_PARAMS),
-        ("evaluation", EVALUATION_PARAMS),
+        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON)),
         ("limits", LIMITS_PARAMS),
     ):
         click.echo(f"{section}:")

@@ -36,6 +36,7 @@ from ..params import (
 from ..safe_yaml import YamlLimitError, load_bounded
 from ..theory import KERNEL_DIAGNOSTICS_MAX_T, PRIMAL_EVALUATION_ABOVE_T, kernel_diagnostics_bytes
 from . import grid
+from .keys import EVALUATION_PARAMS, add_select_on, check_method
 from .typed import Experiment
 
 BUDGET_PARAMS = (
@@ -54,50 +55,6 @@ BUDGET_PARAMS = (
         "Doubly SGD features per round; every budgeted learner's size is derived (a list is an "
         "axis)",
         min=1,
-    ),
-)
-EVALUATION_PARAMS = (
-    # Defaults: the Algorithm-2 test estimate costs 2 m_test n_test_estimated = 40 000 feature
-    # evaluations per cell whatever the size of the test split: one training pass of T = 200
-    # rounds at m = 101 (2 m (T - 1)), a tenth of it at T = 2000 or m = 1000.
-    Param(
-        "m_test",
-        "int",
-        100,
-        "Algorithm-2 samples per point for estimated predictions (noisy at 100: raise it, e.g. "
-        "to the training m, for a test_loss_estimated that compares with the online loss)",
-        min=1,
-        listable=False,
-    ),
-    Param(
-        "n_test_estimated",
-        "int",
-        200,
-        "test points (the first n of the test split) on which test_loss_estimated is computed, "
-        "or 'all'",
-        min=1,
-        listable=False,
-        special=("all",),
-    ),
-    Param(
-        "regret_B",
-        "float",
-        None,
-        "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
-        "f with |f|_H <= B in hindsight (exact: O(T^3) per dataset with the T x T kernel, up to "
-        "T = 20 000; O(T D^2) in the coordinate map's primal; null: not computed)",
-        min=0,
-        min_exclusive=True,
-        listable=False,
-        special=(None,),
-    ),
-    Param(
-        "curve_points",
-        "int",
-        200,
-        "points of each learning curve kept in curves.csv",
-        min=2,
-        listable=False,
     ),
 )
 
@@ -289,8 +246,9 @@ def resolve(
         raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, DEFAULT_FEATURE_MAP
     )
     cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
+    raw_eval = raw.get("evaluation")
     cfg["evaluation"] = check_section(
-        raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
+        raw_eval, EVALUATION_PARAMS, "evaluation", problems, skip=("select_on",)
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
     cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
@@ -315,9 +273,8 @@ def resolve(
                     unknown(mname, LEARNERS, f"methods.{key_text(mname)}", what="learner")
                 )
                 continue
-            cfg["methods"][mname] = check_section(
-                mraw, LEARNERS[mname].params, f"methods.{mname}", problems
-            )
+            cfg["methods"][mname] = check_method(mname, mraw, problems)
+    add_select_on(raw_eval, cfg, problems)
     if not problems:
         _resolve_paths(cfg, base_dir, problems)
     if not problems:

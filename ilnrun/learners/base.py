@@ -8,6 +8,7 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -274,6 +275,32 @@ class BudgetSize:
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
 
 
+# ``methods.<learner>.eta_scale``: the unit of ``eta`` (docs/protocol.md §5.3), a key of every
+# learner that has ``eta``. Never in the resolved config at its default, and left out of cell
+# keys there (``key_omit``), so configs without it keep their cells.
+ETA_SCALE = Param(
+    "eta_scale",
+    "str",
+    "none",
+    "the unit of eta: none (eta is the step size) or sqrt_T (eta is in units of 1/sqrt(T): the "
+    "pass uses eta / sqrt(T), so one grid stays meaningful across a T sweep)",
+    choices=("none", "sqrt_T"),
+    listable=False,
+    key_omit="none",
+)
+
+
+def scaled_eta(h: dict, T: int) -> dict:
+    """``h`` without ``eta_scale``; under ``eta_scale: sqrt_T`` its ``eta`` becomes
+    ``eta / sqrt(T)`` (``T`` the rounds of the pass)."""
+    if "eta_scale" not in h:
+        return h
+    out = {k: v for k, v in h.items() if k != "eta_scale"}
+    if h["eta_scale"] == "sqrt_T" and out.get("eta") is not None:
+        out["eta"] = out["eta"] / math.sqrt(T)
+    return out
+
+
 @dataclass(frozen=True)
 class LearnerSpec:
     """Everything the pipeline needs to know about one learner.
@@ -288,6 +315,9 @@ class LearnerSpec:
       losses are not a learning curve): figures draw it as a level, reports state every online
       learner's gap to it.
     - ``needs_kernel``: runs only with a feature map that has a closed-form kernel.
+    - ``estimated_validation``: its rows carry ``val_loss_estimated``, the validation loss of
+      its kernel-expansion predictor by Algorithm 2 (``evaluation.select_on: estimated`` then
+      selects its settings on it; docs/protocol.md §5.2).
     - hooks for special cases: ``unused(h)`` hyperparameters a setting does not use;
       ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
       ``None`` plus the budget size); ``uses_budget(h)`` whether a setting takes the budget
@@ -313,6 +343,7 @@ class LearnerSpec:
     budget: BudgetSize | None = None
     role: str = "competitor"
     needs_kernel: bool = False
+    estimated_validation: bool = False
     unused: Callable[[dict], set[str]] = step_unused
     uses_budget: Callable[[dict], bool] | None = None
     arguments: Callable[[dict, int | None, int], dict] | None = None
@@ -343,6 +374,13 @@ class LearnerSpec:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
 
+    @property
+    def config_params(self) -> tuple[Param, ...]:
+        """Every key of ``methods.<name>``: its ``params``, and ``eta_scale``
+        (:data:`ETA_SCALE`) for a learner with ``eta``."""
+        has_eta = any(p.name == "eta" for p in self.params)
+        return (*self.params, ETA_SCALE) if has_eta else self.params
+
     def takes_budget(self, h: dict) -> bool:
         """Whether setting ``h`` takes its size from the matched budget."""
         if self.budget is None:
@@ -350,7 +388,11 @@ class LearnerSpec:
         return True if self.uses_budget is None else self.uses_budget(h)
 
     def fit_arguments(self, h: dict, size: int | None, T: int) -> dict:
-        """The keyword arguments of ``fit`` for setting ``h`` (``None`` entries are unused)."""
+        """The keyword arguments of ``fit`` for setting ``h`` (``None`` entries are unused).
+
+        A setting with ``eta_scale: sqrt_T`` states ``eta`` in units of ``1/sqrt(T)``: the pass
+        gets ``eta / sqrt(T)`` (docs/protocol.md §5.3, :func:`scaled_eta`)."""
+        h = scaled_eta(h, T)
         if self.arguments is not None:
             return self.arguments(h, size, T)
         out = {k: v for k, v in h.items() if v is not None}

@@ -452,6 +452,7 @@ SPEC = LearnerSpec(
         default=100,
     ),
     role="proposed",
+    estimated_validation=True,
     choices=(
         "The online prediction of Shrinking Gradient is its Algorithm-2 estimate `E_t`.",
         "Shrinking Gradient uses the gradient-descent sign `α_t = η(y_t − E_t)` (the paper "

@@ -8,6 +8,7 @@ from . import (
     headline,
     predictors,
     selected,
+    selection,
     setup,
     tables,
     theory,
@@ -24,6 +25,7 @@ SECTIONS = (
     predictors,
     theory,
     selected,
+    selection,
     verdicts,
 )
 

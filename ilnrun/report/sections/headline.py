@@ -7,6 +7,7 @@ import math
 
 from ..data import COMPARISONS, ReportData, label
 from .gap import headline_lines as gap_lines
+from .selected import edge_text
 from .theory import slope_sentence
 
 
@@ -81,10 +82,10 @@ def render(r: ReportData) -> list[str]:
                         f"- {label(subject)} reaches a lower {what} than {label(other)}: {parts}."
                     )
     edges = [
-        f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {', '.join(e)}"
+        f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods
         for k in (r.ks if m in r.compared and r.ks else [None])
-        if (e := r.edges(m, k))
+        if r.edges(m, k)
     ]
     if edges:
         L.append(
