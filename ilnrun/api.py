@@ -94,8 +94,10 @@ def run_resolved(
     config_path: str | None = None,
 ) -> Results:
     """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables."""
+    from .config.resources import check_run
     from .experiment import run
 
+    check_run(cfg, jobs, backend, scheduler)  # jobs workers at once: refused before any work
     kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path)
     if backend == "dask":
         from .distributed import dask_client

@@ -162,6 +162,8 @@ def run(
         ).info
     except RunDirError as exc:
         _fail(str(exc))
+    except C.ConfigError as exc:  # e.g. --jobs workers that do not fit this machine's memory
+        _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
     except RunInterrupted as exc:
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
         again += ["--engine", engine] if engine else []
@@ -257,17 +259,30 @@ def index(experiments_dir: str) -> None:
 
 @main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Workers to check the memory estimate for (as `ilnrun run --jobs`).",
+)
 @_SET
-def validate(config_path: str, overrides: tuple[str, ...]) -> None:
-    """Check CONFIG.yaml; print the resolved config, the derived budgets, the cell count and the
-    estimated size of the largest cell."""
+def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
+    """Check CONFIG.yaml; print the resolved config, the derived budgets, each learner's estimated
+    time and memory per cell, the cell count and the estimated size of the largest cell."""
     from .budget import derive
-    from .config.schema import largest_cell
+    from .config import resources
     from .learners import LEARNERS
 
     cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
+    jobs = max(1, min(jobs, resources.usable_cpus(), len(cells)))
+    problems: list = []
+    resources.check(cfg, problems, jobs=jobs, n_cells=len(cells))
+    if problems:
+        _fail([f"{p}: {m}" for p, m in problems])
     Ts = sorted({c.data["T"] for c in cells})
     budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
     if budgeted:
@@ -285,11 +300,8 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
         if notes is not None:
             for line in notes(C.method_grid(name, params), Ts):
                 click.echo(f"# {line}")
-    est = largest_cell(cfg)
-    click.echo(
-        f"# cells: {len(cells)}; largest cell: ~{est['memory'] / 2**20:,.0f} MiB, "
-        f"{est['evaluations']:,} training evaluations"
-    )
+    for line in resources.summary_lines(cfg, jobs):
+        click.echo(f"# {line}")
 
 
 @main.command(name="list")

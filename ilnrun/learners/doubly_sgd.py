@@ -130,4 +130,5 @@ SPEC = LearnerSpec(
     # every drawn feature is kept: k T parameters and coefficients
     memory=lambda k, T, w: 8 * (k * T * (w + 2) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
+    kernel_blocks=False,  # a feature expansion evaluates itself
 )

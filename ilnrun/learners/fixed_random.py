@@ -99,4 +99,5 @@ SPEC = LearnerSpec(
     ),
     memory=lambda r, T, w: 8 * (r * (w + 3) + 2 * T),
     engines={"jax": ".fixed_random_jax"},  # the same pass on the jax engine
+    kernel_blocks=False,  # a feature expansion evaluates itself
 )

@@ -187,4 +187,5 @@ SPEC = LearnerSpec(
     ),
     notes=_notes,
     memory=memory,
+    kernel_blocks=False,  # a feature expansion evaluates itself
 )

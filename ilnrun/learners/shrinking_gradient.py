@@ -333,4 +333,5 @@ SPEC = LearnerSpec(
     # T-long arrays, and per round m draws: keys, indices, parameters and products
     memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
+    estimated_test=True,  # test_loss_estimated: Algorithm 2 on the averaged predictor
 )
