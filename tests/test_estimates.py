@@ -32,6 +32,16 @@ def _table_config(path: str, T: int, n_val: int, methods: dict, **limits) -> dic
 
 
 @pytest.fixture
+def no_run(monkeypatch):
+    """A run that would start fails the test instead of allocating what the estimate refuses."""
+
+    def started(*a, **k):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("ilnrun.experiment.run", started)
+
+
+@pytest.fixture
 def machine(monkeypatch):
     """Set this machine's memory (GiB) and CPUs as the estimate sees them."""
 
@@ -43,7 +53,7 @@ def machine(monkeypatch):
     return set_
 
 
-def test_a_table_uses_its_counted_test_rows(tmp_path, machine):
+def test_a_table_uses_its_counted_test_rows(tmp_path, machine, no_run):
     """400 000 rows with n_test: rest are 397 900 test rows: the test kernel block alone is
     8 · 397 900 · 2 000 bytes = 5.9 GiB (the old guess, 10 (T + n_val) rows, said 0.4 GiB in all).
     Refused before any work, naming the key that helps."""
@@ -85,7 +95,7 @@ def test_what_fits_is_not_refused(tmp_path, machine):
     assert invoke(["validate", path, "--jobs", "2"]).exit_code == 0
 
 
-def test_jobs_workers_are_refused_before_the_run_starts(tmp_path, machine):
+def test_jobs_workers_are_refused_before_the_run_starts(tmp_path, machine, no_run):
     machine(32)
     path = _issue_example(tmp_path)
     res = invoke(["run", path, "--out", tmp_path / "o", "--jobs", "2", "-q"])
