@@ -320,6 +320,7 @@ RATES: dict[str, tuple[float, float]] = {
 }
 GENERIC_RATE = (5e-5, 2e-8)  # a learner without its own constants
 SECONDS_PER_FLOP = 2.5e-10  # LAPACK on one core (kernel ridge's factorizations, eigh)
+EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
 SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
 SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
 
@@ -366,13 +367,13 @@ def _eval_seconds(cfg, sizes, w: int, spec, diag_n: int) -> float:
 def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
     """Rough seconds of what one instance computes once for its cells: the kernel blocks
     (``2 D`` flops a value and the map's elementwise passes) and the regret's comparator (an
-    eigendecomposition of order ``diag_n``, ~``10 n^3`` flops: 1.4 s at n = 2 000)."""
+    eigendecomposition of order ``diag_n``: :data:`EIGH_SECONDS_PER_N3`)."""
     fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
     T, n_val, n_test, D = setting_sizes(cfg, setting)
     s = 0.0
     if blocks and fmap.has_kernel:
         s += (n_val + n_test) * T * kernel_value_seconds(fmap.name, D)
-    return s + SECONDS_PER_FLOP * 10 * diag_n**3
+    return s + EIGH_SECONDS_PER_N3 * diag_n**3
 
 
 # ----------------------------------------------------------------------------------------------
