@@ -25,7 +25,7 @@ this machine's memory) and names the stage that dominates and the key that shrin
 Times are rough (a factor of a few either way): a learner's pass costs ``s_round T + s_op ops``
 with ``ops`` from its cost formula (evaluations times numbers per drawn parameter, kernel values
 times ``D``, factorization flops) and constants measured on one core of the project's 2-core
-x86-64 build machine (:data:`RATES`).
+x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`).
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def _learner_knob(name: str, h: dict, args: dict) -> str:
         return f"methods.{name}.c or methods.{name}.B"
     if "rank" in args:
         return f"methods.{name}.rank"
-    return "dataset.T" + (" (nystroem_ridge scales to large T)" if name == "kernel_ridge" else "")
+    return f"dataset.T (or leave out methods.{name})"
 
 
 def estimates(cfg) -> list[CellEstimate]:
@@ -305,21 +305,11 @@ def estimates(cfg) -> list[CellEstimate]:
 # ----------------------------------------------------------------------------------------------
 # time
 
-# Seconds per round and per unit of work of each learner's numpy pass, measured on the project's
-# 2-core x86-64 build machine (shared, one core per pass; T = 4 000, D = 10, coordinate and relu
-# maps; fits within a factor of ~1.5 there). The unit: a feature evaluation times ``4 + w``
-# (``w`` numbers per drawn parameter; Shrinking Gradient, Doubly SGD, Fixed-Random), a kernel
-# value at :func:`kernel_value_seconds` (kernel OGD, kernel ridge, whose factorizations are
-# counted at SECONDS_PER_FLOP); Nyström kernel ridge has its own formula
-# (nystroem_ridge.seconds).
-RATES: dict[str, tuple[float, float]] = {
-    "shrinking_gradient": (2.5e-5, 1.8e-8),
-    "doubly_sgd": (1e-5, 1.6e-8),
-    "fixed_random": (1e-5, 2e-9),
-    "kernel_ogd": (2e-5, 0.0),  # and its kernel values (kernel_value_seconds)
-}
-GENERIC_RATE = (5e-5, 2e-8)  # a learner without its own constants
-SECONDS_PER_FLOP = 2.5e-10  # LAPACK on one core (kernel ridge's factorizations, eigh)
+# Generic constants (a learner declares its own ``seconds`` hook): per round, and per evaluation
+# and number of ``w``; the LAPACK, matrix-product and Algorithm-2 rates, all measured on one
+# core of the project's 2-core x86-64 build machine.
+GENERIC_RATE = (5e-5, 2e-8)
+SECONDS_PER_FLOP = 2.5e-10  # LAPACK on one core
 EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
 SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
 SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
@@ -328,18 +318,17 @@ SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (fig
 def seconds(
     name: str, size: int | None, T: int, D: int, w: int, args: dict, fmap_kind: str = "relu"
 ) -> float:
-    """Rough seconds of one pass of learner ``name`` (:data:`RATES`)."""
+    """Rough seconds of one pass of learner ``name``: its spec's ``seconds`` hook, else
+    :data:`GENERIC_RATE` on its evaluations (budgeted) or its ``T (T - 1) / 2`` kernel
+    values."""
     spec = LEARNERS[name]
-    if name == "nystroem_ridge":
-        from ..learners.nystroem_ridge import seconds as nystroem_seconds
-
-        return nystroem_seconds(T, int(args.get("rank", 1)))
-    per_round, per_op = RATES.get(name, GENERIC_RATE)
-    if name == "kernel_ridge":  # T^2 kernel values; Cholesky, triangular inverse, solves
-        return T * T * kernel_value_seconds(fmap_kind, D) + SECONDS_PER_FLOP * T**3
+    kv = kernel_value_seconds(fmap_kind, D)
+    if spec.seconds is not None:
+        return float(spec.seconds(size or 0, T, w, args, kv))
+    per_round, per_op = GENERIC_RATE
     if spec.budget is not None and size:
         return per_round * T + per_op * spec.budget.expected(size, T)["train_evals"] * (4 + w)
-    return per_round * T + T * (T - 1) // 2 * kernel_value_seconds(fmap_kind, D)
+    return per_round * T + T * (T - 1) // 2 * kv
 
 
 def kernel_value_seconds(fmap_kind: str, D: int) -> float:

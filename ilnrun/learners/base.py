@@ -252,6 +252,10 @@ class LearnerSpec:
     - ``kernel_blocks``: its predictor is a kernel expansion, evaluated exactly through the
       kernel blocks ``k(X_val, X_train)`` and ``k(X_test, X_train)`` (memory estimates;
       ``False`` for a predictor that evaluates itself, e.g. a feature expansion).
+    - ``seconds(size, T, w, args, kernel_value)``: rough seconds of one numpy pass for a size,
+      ``T`` rounds, ``w`` numbers per drawn parameter, the ``fit`` keywords and the seconds of
+      one kernel value of the map (``ilnrun validate``'s estimate; constants measured on one
+      core of the project's 2-core x86-64 build machine; ``None``: a generic rate).
     - ``estimated_test``: its pass also returns an averaged kernel expansion whose test loss
       Algorithm 2 estimates (``test_loss_estimated``; memory and time estimates).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
@@ -281,6 +285,7 @@ class LearnerSpec:
     batch: bool = False
     kernel_blocks: bool = True
     estimated_test: bool = False
+    seconds: Callable[..., float] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

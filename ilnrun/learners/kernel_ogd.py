@@ -99,4 +99,5 @@ SPEC = LearnerSpec(
     # RSS with relu: 7.1 blocks at T = 40 000)
     memory=lambda size, T, w: 8 * (7 * BLOCK * T + 3 * T),
     engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
+    seconds=lambda size, T, w, args, kv: 2e-5 * T + T * (T - 1) // 2 * kv,
 )
