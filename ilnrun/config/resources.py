@@ -316,7 +316,7 @@ SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (fig
 
 
 def seconds(
-    name: str, size: int | None, T: int, D: int, w: int, args: dict, fmap_kind: str = "relu"
+    name: str, size: int | None, T: int, D: int, w: int, args: dict, fmap_kind: str
 ) -> float:
     """Rough seconds of one pass of learner ``name``: its spec's ``seconds`` hook, else
     :data:`GENERIC_RATE` on its evaluations (budgeted) or its ``T (T - 1) / 2`` kernel
