@@ -35,6 +35,7 @@ import os
 from dataclasses import dataclass
 
 from ..budget import derive
+from ..datasets import DATASETS
 from ..features import FEATURE_MAPS
 from ..learners import LEARNERS
 from ..theory import (
@@ -160,6 +161,8 @@ def _instance_stages(cfg, setting: dict, kernel_blocks: bool, regret: bool) -> l
     read = 0
     if used is not None:  # a table: every column of every row read, then the copies made
         read = 8 * int(used.get("rows", rows)) * (D + 2) + 3 * _file_bytes(cfg, setting)
+    if DATASETS[setting["kind"]].needs_kernel:  # labels k(X, X_support) c (the teacher)
+        read += fmap.kernel_copies * 8 * rows * int(setting.get("sparsity", T))
     out.append(
         Stage(
             "building the dataset",
