@@ -329,6 +329,15 @@ class LearnerSpec:
       w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
       feature parameter (the estimate ``ilnrun validate`` checks against the machine; a fourth
       parameter, if the hook has one, gets the cell's ``fit`` keywords: :meth:`memory_bytes`).
+    - ``kernel_blocks``: its predictor is a kernel expansion, evaluated exactly through the
+      kernel blocks ``k(X_val, X_train)`` and ``k(X_test, X_train)`` (memory estimates;
+      ``False`` for a predictor that evaluates itself, e.g. a feature expansion).
+    - ``seconds(size, T, w, args, kernel_value)``: rough seconds of one numpy pass for a size,
+      ``T`` rounds, ``w`` numbers per drawn parameter, the ``fit`` keywords and the seconds of
+      one kernel value of the map (``ilnrun validate``'s estimate; constants measured on one
+      core of the project's 2-core x86-64 build machine; ``None``: a generic rate).
+    - ``estimated_test``: its pass also returns an averaged kernel expansion whose test loss
+      Algorithm 2 estimates (``test_loss_estimated``; memory and time estimates).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -355,6 +364,9 @@ class LearnerSpec:
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
     engines: dict[str, str] = field(default_factory=dict)
     batch: bool = False
+    kernel_blocks: bool = True
+    estimated_test: bool = False
+    seconds: Callable[..., float] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or
