@@ -40,14 +40,14 @@ def test_cell_id_is_computed_once_and_equals_the_key_digest():
     assert "id" in c.__dict__  # cached on the object
 
 
-def test_warm_compiled_runs_the_self_check_in_the_parent_only_for_sg(monkeypatch):
+def test_warm_up_runs_the_first_cell_of_each_learner_in_the_parent(monkeypatch):
     cells = _figure1_cells()
     exp = C.load("configs/figure1.yaml")
-    seen = []
-    from ilnrun.learners import shrinking_gradient_kernels as kernels
-
-    monkeypatch.setattr(kernels, "use_compiled", lambda fmap: seen.append(type(fmap).__name__))
-    local.warm_compiled(exp, [c for c in cells if c.method != "shrinking_gradient"])
-    assert seen == []
-    local.warm_compiled(exp, cells)
-    assert seen == (["Coordinate"] if kernels.available() else [])
+    ran, got = [], []
+    monkeypatch.setattr(local, "run_cell", lambda e, c: ran.append(c) or {"id": c.id})
+    rest = local.warm_up(exp, cells, got.append)
+    methods = list(dict.fromkeys(c.method for c in cells))
+    assert [c.method for c in ran] == methods
+    assert [r["id"] for r in got] == [c.id for c in ran]
+    assert len(rest) == len(cells) - len(methods)
+    assert {c.id for c in rest} | {c.id for c in ran} == {c.id for c in cells}

@@ -16,7 +16,8 @@ worker processes (docs/architecture.md §3).
   appends it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it
   stopped; a kill loses at most the chunks being run.
 - A cold compilation cache is filled once, in the parent, before workers start
-  (:func:`warm_compiled`), not by every worker at the same time.
+  (:func:`warm_up`: the first cell of every learner runs in the parent), not by every worker
+  at the same time.
 - :class:`Progress`: cells done / total on stderr, for every engine.
 """
 
@@ -38,7 +39,7 @@ __all__ = [
     "chunks",
     "execute_local",
     "one_thread",
-    "warm_compiled",
+    "warm_up",
     "worker_cell",
     "worker_cells",
 ]
@@ -169,19 +170,19 @@ def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
     return out
 
 
-def warm_compiled(exp: Experiment, pending: list[Cell]) -> None:
-    """Compile (or load) the learners' compiled kernels in this process before workers start,
-    so that an empty compilation cache is filled once instead of by every worker at the same
-    time; workers then load it from the cache. Only Shrinking Gradient has compiled kernels
-    (:mod:`ilnrun.learners.shrinking_gradient_kernels`); a run without its cells does nothing."""
-    first = next((c for c in pending if c.method == "shrinking_gradient"), None)
-    if first is None:
-        return
-    from ..cell import instance
-    from ..learners import shrinking_gradient_kernels as kernels
-
-    if kernels.available():
-        kernels.use_compiled(instance(exp.seed, exp.feature_map, first).fmap)
+def warm_up(exp: Experiment, pending: list[Cell], on_record) -> list[Cell]:
+    """Run the first pending cell of every learner in this process, before workers start, and
+    return the other cells: a learner's compiled kernels (an empty compilation cache) are then
+    compiled once, here, and workers load them from the cache instead of all compiling at the
+    same time. A cell's numbers do not depend on the process that runs it."""
+    first: dict[str, Cell] = {}
+    for c in pending:
+        first.setdefault(c.method, c)
+    with one_thread():
+        for c in first.values():
+            on_record(run_cell(exp, c))
+    ran = {id(c) for c in first.values()}
+    return [c for c in pending if id(c) not in ran]
 
 
 def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
@@ -200,7 +201,7 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
     watch = backend == "loky"
     parent = os.getpid() if watch else None
     if watch:
-        warm_compiled(exp, pending)
+        pending = warm_up(exp, pending, on_record)
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
     # loky: one thread per worker, and the parent watchdog from the worker's start (before it
     # runs a cell), as well as at its first cell
