@@ -23,9 +23,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Prints its elapsed time (run + plot) at the end.
 reproduce-figure1: install
-	$(BIN)/ilnrun run configs/figure1.yaml --jobs $(JOBS)
-	MPLBACKEND=Agg $(BIN)/ilnrun plot results/figure1
+	@t0=$$($(BIN)/python -c 'import time; print(time.time())'); \
+	echo "$(BIN)/ilnrun run configs/figure1.yaml --jobs $(JOBS)"; \
+	$(BIN)/ilnrun run configs/figure1.yaml --jobs $(JOBS) || exit $$?; \
+	echo "MPLBACKEND=Agg $(BIN)/ilnrun plot results/figure1"; \
+	MPLBACKEND=Agg $(BIN)/ilnrun plot results/figure1 || exit $$?; \
+	$(BIN)/python -c 'import sys, time; print(f"reproduce-figure1: {time.time() - float(sys.argv[1]):.1f} s (run and plot, --jobs {sys.argv[2]})")' "$$t0" "$(JOBS)"
 
 # Benchmarks (a few minutes; not part of `make test`): prints a table and writes
 # experiments/performance/REPORT.md. Run it on an otherwise idle machine.

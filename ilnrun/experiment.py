@@ -391,6 +391,12 @@ def _exclusive(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
+CPU_JAX_NOTE = (
+    "note: on a CPU the numpy engine (--engine numpy, with --jobs) is likely faster than jax; "
+    "jax pays off on a GPU"
+)
+
+
 def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     resumed = prepare_dir(out, cfg, fresh)
     meta_path = out / "meta.json"
@@ -444,6 +450,8 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         meta["device"] = device()
         if not quiet:
             print(f"engine jax on {meta['device']}", file=sys.stderr)
+            if meta["device"].startswith("cpu"):
+                print(CPU_JAX_NOTE, file=sys.stderr)
     if first_start is not None:
         meta["first_start"] = first_start
     if older is not None:

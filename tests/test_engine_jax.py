@@ -24,6 +24,7 @@ jax = pytest.importorskip("jax", reason="the jax engine needs jax (pip install '
 
 import jax.numpy as jnp  # noqa: E402
 
+from ilnrun import experiment  # noqa: E402
 from ilnrun.cli import main  # noqa: E402
 from ilnrun.engines import jax_env, jax_runner  # noqa: E402
 from ilnrun.features import FEATURE_MAPS  # noqa: E402
@@ -374,3 +375,22 @@ def test_engine_jax_without_jax_is_a_clear_error(monkeypatch, config_file, tmp_p
     res = _run(config_file, tmp_path / "x", "--engine", "jax")
     assert res.exit_code == 2
     assert "pip install 'ilnrun[jax]'" in res.output and "Traceback" not in res.output
+
+
+def test_inputs_are_padded_to_a_vector_on_cpu_and_to_128_on_an_accelerator():
+    assert jax_runner.width_quantum("cpu") == 8
+    assert jax_runner.width_quantum("gpu") == jax_runner.width_quantum("tpu") == 128
+
+
+def test_a_cpu_run_says_the_numpy_engine_is_likely_faster(tmp_path):
+    cfg = tiny_config(**{"repetitions": 1, "methods": {"kernel_ogd": {"eta": 0.3}}})
+    cfg_path = write_config(tmp_path / "n.yaml", cfg)
+    res = CliRunner().invoke(
+        main, ["run", str(cfg_path), "--out", str(tmp_path / "n"), "--engine", "jax"]
+    )
+    assert res.exit_code == 0, res.output
+    on_cpu = jax.default_backend() == "cpu"
+    assert (experiment.CPU_JAX_NOTE in res.output) == on_cpu
+    assert res.output.count("numpy engine") == (1 if on_cpu else 0)
+    quiet = _run(cfg_path, tmp_path / "q", "--engine", "jax")
+    assert experiment.CPU_JAX_NOTE not in quiet.output

@@ -18,6 +18,7 @@ import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -72,8 +73,10 @@ class Cell:
         # the budget's entry keeps the YAML key's name: cell identities never move
         return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.per_round}
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """The first 20 hex digits of the key's digest (computed once per cell object: the
+        fields of a cell are never changed after the grid is built)."""
         return digest(self.key)[:20]
 
 

@@ -6,9 +6,11 @@ How a run proceeds:
    consecutive instances with the same ``T`` form a *wave*, as many as fit the memory budget.
    A wave's training inputs are stacked once, ``X: (instances, T, width)``, zero-padded to
    ``width`` (the largest input dimension of the wave rounded up to a multiple of
-   ``WIDTH_QUANTUM``), with ``y`` and the feature map's per-instance numbers (``p["d"]``, the
-   true dimension, is traced). Every cell indexes the shared arrays with its instance's index:
-   data shared by many cells are stored once. Waves are padded to the same number of instances.
+   :func:`width_quantum`: 128 on an accelerator, 8 on a CPU, where padding only costs work and
+   random numbers drawn for the padded columns), with ``y`` and the feature map's per-instance
+   numbers (``p["d"]``, the true dimension, is traced). Every cell indexes the shared arrays
+   with its instance's index: data shared by many cells are stored once. Waves are padded to
+   the same number of instances.
 2. **Shapes.** Within a wave, cells with the same learner and the same ``static`` settings of its
    jax module (budget size, sampler, ...) form a shape. One program is compiled per (shape,
    ``T``, ``width``, feature map, batch size, instances per wave): data of different dimensions
@@ -54,7 +56,18 @@ from .jax_env import setup
 MEMORY_ENV = "ILNRUN_JAX_MEMORY_MB"
 DEFAULT_MEMORY_MB = 1024
 BATCH_QUANTUM = 8  # batch sizes are padded to a multiple of this (fewer distinct programs)
-WIDTH_QUANTUM = 128  # input widths are padded to a multiple of this
+WIDTH_QUANTUM = 128  # input widths are padded to a multiple of this on an accelerator ...
+CPU_WIDTH_QUANTUM = 8  # ... and of this on a CPU (one 512-bit vector of float64)
+
+
+def width_quantum(backend: str) -> int:
+    """The multiple input widths are padded to on ``backend`` (``jax.default_backend()``): on a
+    CPU only to a vector's length, since every padded column costs its products and the random
+    numbers of ReLU/Fourier weights drawn for it (a 9-column table would otherwise be computed
+    at 128 columns)."""
+    return CPU_WIDTH_QUANTUM if backend == "cpu" else WIDTH_QUANTUM
+
+
 TIMEOUT_CHUNK = 256  # rounds between two checks of limits.cell_timeout_s
 
 
@@ -113,10 +126,11 @@ def _waves(exp: Experiment, pending: list[Cell], budget: int) -> Iterator[Wave]:
         yield wave
 
 
-def _stack(wave: Wave, n_inst: int, kernel: bool) -> tuple[dict, int]:
-    """The wave's shared data (numpy), padded to ``n_inst`` instances, and the width."""
+def _stack(wave: Wave, n_inst: int, kernel: bool, quantum: int) -> tuple[dict, int]:
+    """The wave's shared data (numpy), padded to ``n_inst`` instances, and the width (padded to
+    a multiple of ``quantum``, :func:`width_quantum`)."""
     dmax = max(inst.data.X_train.shape[1] for inst in wave.instances)
-    width = WIDTH_QUANTUM * math.ceil(dmax / WIDTH_QUANTUM)
+    width = quantum * math.ceil(dmax / quantum)
     X = np.zeros((n_inst, wave.T, width))
     y = np.zeros((n_inst, wave.T))
     params = [inst.fmap.jax_params() for inst in wave.instances]
@@ -230,7 +244,7 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
     """Run ``pending`` cells on the jax engine and hand each record to ``on_record``."""
     from threadpoolctl import threadpool_limits
 
-    setup()
+    quantum = width_quantum(setup().default_backend())
     budget = memory_budget() if memory is None else memory
     limit = exp.limits.cell_timeout_s
     waves = list(_waves(exp, pending, budget))
@@ -251,7 +265,7 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
         for (_, st), members in shapes.items():
             first = members[0]
             spec, T = first.plan.spec, first.plan.T
-            data, width = _stack(wave, n_inst, spec.needs_kernel)
+            data, width = _stack(wave, n_inst, spec.needs_kernel, quantum)
             shape = Shape(first.jaxmod, st, T, width, data)
             w = type(first.inst.fmap).param_floats(width)
             per_cell = 3 * (spec.memory(first.plan.size(), T, w) if spec.memory else 64 * T)

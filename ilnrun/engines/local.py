@@ -8,13 +8,22 @@ worker processes (docs/architecture.md §3).
 - Threads: BLAS and every other native thread pool run one thread inside a cell, whether the cell
   runs in-process (``--jobs 1``) or in a worker, so the numbers are bit-identical for any
   ``--jobs`` and backend. Loky workers exit when the parent process dies.
-- Every finished record goes to ``on_record`` in the parent the moment it arrives (which appends
-  it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it stopped.
+- Tasks: a worker task runs a few consecutive cells of one dataset instance (:func:`chunks`: at
+  most ``CHUNK_ROUNDS`` training rounds in all, so ``CHUNK_ROUNDS / T`` cells of ``T`` rounds;
+  one cell per task from ``T >= CHUNK_ROUNDS / 2``), which pays the dispatch (pickling, a
+  round trip to the worker) once for the chunk instead of per cell.
+- Every finished record goes to ``on_record`` in the parent the moment its task returns (which
+  appends it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it
+  stopped; a kill loses at most the chunks being run.
+- A cold compilation cache is filled once, in the parent, before workers start
+  (:func:`warm_up`: the first cell of every learner runs in the parent), not by every worker
+  at the same time.
 - :class:`Progress`: cells done / total on stderr, for every engine.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -24,7 +33,20 @@ import time
 from ..cell import run_cell
 from ..config import Cell, Experiment
 
-__all__ = ["Progress", "execute_local", "one_thread", "worker_cell"]
+__all__ = [
+    "CHUNK_ROUNDS",
+    "Progress",
+    "chunks",
+    "execute_local",
+    "one_thread",
+    "warm_up",
+    "worker_cell",
+    "worker_cells",
+]
+
+# training rounds (summed over a task's cells) above which a task is not made longer: figure1's
+# cells (T = 200) go 32 to a task (~0.1-0.4 s of work), cells of T >= 3 200 one to a task
+CHUNK_ROUNDS = 6400
 
 
 class Progress:
@@ -116,6 +138,53 @@ def worker_cell(exp: Experiment, cell: Cell, watch_parent: int | None = None) ->
         return run_cell(exp, cell)
 
 
+def worker_cells(exp: Experiment, cells: list[Cell], watch_parent: int | None = None) -> list[dict]:
+    """:func:`worker_cell` for several cells in one task: their records, in order."""
+    if watch_parent is not None:
+        _watch_parent(watch_parent)
+    with one_thread():
+        return [run_cell(exp, c) for c in cells]
+
+
+def _rounds(cell: Cell) -> int:
+    T = cell.data.get("T")
+    return T if isinstance(T, int) and T > 0 else CHUNK_ROUNDS
+
+
+def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
+    """``pending`` cut into worker tasks, in order: runs of consecutive cells of one dataset
+    instance (same ``data_key``), each at most ``CHUNK_ROUNDS // T`` cells (at least one), and
+    at most ``len(pending) / (4 jobs)`` cells so that a short run still keeps every worker busy
+    to its end."""
+    cap = max(1, len(pending) // (4 * max(1, jobs)))
+    out: list[list[Cell]] = []
+    key = None
+    for c in pending:
+        k = json.dumps(c.data_key, sort_keys=True)
+        size = max(1, min(cap, CHUNK_ROUNDS // _rounds(c)))
+        if out and k == key and len(out[-1]) < size:
+            out[-1].append(c)
+        else:
+            out.append([c])
+            key = k
+    return out
+
+
+def warm_up(exp: Experiment, pending: list[Cell], on_record) -> list[Cell]:
+    """Run the first pending cell of every learner in this process, before workers start, and
+    return the other cells: a learner's compiled kernels (an empty compilation cache) are then
+    compiled once, here, and workers load them from the cache instead of all compiling at the
+    same time. A cell's numbers do not depend on the process that runs it."""
+    first: dict[str, Cell] = {}
+    for c in pending:
+        first.setdefault(c.method, c)
+    with one_thread():
+        for c in first.values():
+            on_record(run_cell(exp, c))
+    ran = {id(c) for c in first.values()}
+    return [c for c in pending if id(c) not in ran]
+
+
 def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
     """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
     ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
@@ -131,7 +200,9 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
         return
     watch = backend == "loky"
     parent = os.getpid() if watch else None
-    tasks = (delayed(worker_cell)(exp, c, parent) for c in pending)
+    if watch:
+        pending = warm_up(exp, pending, on_record)
+    tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
     # loky: one thread per worker, and the parent watchdog from the worker's start (before it
     # runs a cell), as well as at its first cell
     limits = (
@@ -145,5 +216,6 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
         joblib_temp_folder() as tmp,
         parallel_config(backend=backend, n_jobs=jobs, temp_folder=tmp, **limits),
     ):
-        for rec in Parallel(return_as="generator_unordered")(tasks):
-            on_record(rec)
+        for recs in Parallel(return_as="generator_unordered")(tasks):
+            for rec in recs:
+                on_record(rec)
