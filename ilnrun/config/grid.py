@@ -80,6 +80,12 @@ class Cell:
         return digest(self.key)[:20]
 
 
+# The jax engine's random-stream layout (0.2.0: inputs padded to a multiple of 8 columns, was
+# 128): part of a jax record's digest, so records drawn with another layout are run again rather
+# than mixed with new ones. The numpy engine's digests never carried it.
+JAX_STREAMS = "streams-2"
+
+
 def record_digest(exp: Experiment, cell: Cell) -> str:
     """Digest of everything that determines a cell's numbers: its key, the root seed, the
     feature map, the budget convention, the evaluation settings that change numbers (not
@@ -93,7 +99,7 @@ def record_digest(exp: Experiment, cell: Cell) -> str:
             "match": exp.budget.match,
             "evaluation": exp.evaluation.numbers(),
             "data": _files_by_content(exp, cell.data),
-            "engine": exp.engine,
+            "engine": exp.engine if exp.engine == "numpy" else f"{exp.engine}/{JAX_STREAMS}",
         }
     )
 

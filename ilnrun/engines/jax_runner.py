@@ -6,10 +6,12 @@ How a run proceeds:
    consecutive instances with the same ``T`` form a *wave*, as many as fit the memory budget.
    A wave's training inputs are stacked once, ``X: (instances, T, width)``, zero-padded to
    ``width`` (the largest input dimension of the wave rounded up to a multiple of
-   :func:`width_quantum`: 128 on an accelerator, 8 on a CPU, where padding only costs work and
-   random numbers drawn for the padded columns), with ``y`` and the feature map's per-instance
-   numbers (``p["d"]``, the true dimension, is traced). Every cell indexes the shared arrays
-   with its instance's index: data shared by many cells are stored once. Waves are padded to
+   :func:`width_quantum`: 8 on every device — a cell's random stream depends on the padded
+   width, so one quantum everywhere keeps a results directory's numbers independent of the
+   device it is resumed on; on a CPU a wider pad only costs work and random numbers), with
+   ``y`` and the feature map's per-instance numbers (``p["d"]``, the true dimension, is
+   traced). Every cell indexes the shared arrays with its instance's index: data shared by many
+   cells are stored once. Waves are padded to
    the same number of instances.
 2. **Shapes.** Within a wave, cells with the same learner and the same ``static`` settings of its
    jax module (budget size, sampler, ...) form a shape. One program is compiled per (shape,
@@ -56,16 +58,16 @@ from .jax_env import setup
 MEMORY_ENV = "ILNRUN_JAX_MEMORY_MB"
 DEFAULT_MEMORY_MB = 1024
 BATCH_QUANTUM = 8  # batch sizes are padded to a multiple of this (fewer distinct programs)
-WIDTH_QUANTUM = 128  # input widths are padded to a multiple of this on an accelerator ...
-CPU_WIDTH_QUANTUM = 8  # ... and of this on a CPU (one 512-bit vector of float64)
+WIDTH_QUANTUM = 8  # input widths are padded to a multiple of this (one 512-bit vector of float64)
 
 
 def width_quantum(backend: str) -> int:
-    """The multiple input widths are padded to on ``backend`` (``jax.default_backend()``): on a
-    CPU only to a vector's length, since every padded column costs its products and the random
-    numbers of ReLU/Fourier weights drawn for it (a 9-column table would otherwise be computed
-    at 128 columns)."""
-    return CPU_WIDTH_QUANTUM if backend == "cpu" else WIDTH_QUANTUM
+    """The multiple input widths are padded to, the same on every ``backend``: the random
+    numbers of ReLU/Fourier weights are drawn per padded column, so a device-dependent width
+    would give a results directory resumed on another device a second stream (before 0.2.0:
+    128 everywhere, which made a 9-column table cost 128 columns on a CPU)."""
+    del backend  # one width for every device (see above)
+    return WIDTH_QUANTUM
 
 
 TIMEOUT_CHUNK = 256  # rounds between two checks of limits.cell_timeout_s
