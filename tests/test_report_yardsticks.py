@@ -84,7 +84,7 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
     """R_T = r T with r = 1e-4 (slope 1, every repetition): below B√T = √T up to T = 1e5 (at
     most 1.015e-4 √1e5 = 0.0321 B√T), every window's interval above ½, and a linear regret at that
     rate crosses B√T at T* = (B / r)² = 1e8, 1e3 × the largest T."""
-    from ilnrun.report.sections.theory import rate_sentences
+    from ilnrun.report.sections.theory import last_decade_clause, rate_sentences
 
     Ts = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
     g = pd.DataFrame(
@@ -101,6 +101,9 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
         "R_T / T = 0.000102" in text and "T* = (B / (R_T/T))² ≈ 9.7e+07, 971× the largest T" in text
     )
     assert "R_T / T is 0.51× it" in text
+    clause = last_decade_clause(g, 1.0)
+    assert clause.startswith(" Over the last decade (T = 10,000–100,000): slope **1.000** [")
+    assert clause.endswith("above ½; the mean regret is at most 0.0321 B√T over all T.")
     # a regret above B√T is said so, with the T where it is
     g["regret"] = 2 * np.sqrt(g["T"]) * (1 + 0.1 * np.sin(g["T"] + g["repetition"]))
     text = " ".join(rate_sentences(g, 1.0))

@@ -185,6 +185,26 @@ def rate_sentences(g: pd.DataFrame, B: float) -> list[str]:
     return L
 
 
+def last_decade_clause(g: pd.DataFrame, B: float) -> str:
+    """The headline's words on the rate: the slope over the last decade with its interval
+    against ½, and the largest mean regret in units of B√T (``g``: one row per repetition and
+    T)."""
+    Ts = sorted(g["T"].unique())
+    w = last_decade(Ts) if len(Ts) > 1 else None
+    if w is None:
+        return ""
+    st = window_stats(g, w)
+    if st["n"] < 2:
+        return ""
+    mean = g.groupby("T")["regret"].mean()
+    ratio = float((mean / (B * np.sqrt(mean.index.to_numpy(float)))).max())
+    return (
+        f" Over the last decade (T = {window_label(g, w).split(' ')[0]}): slope "
+        f"**{st['mean']:.3f}** [{st['lo']:.3f}, {st['hi']:.3f}], {against_half(st)}; the mean "
+        f"regret is at most {ratio:.3g} B√T over all T."
+    )
+
+
 def setting_slope_rows(raws: list[tuple[str, pd.DataFrame]]) -> list[list[str]]:
     """Does the slope depend on the setting (e.g. Shrinking Gradient's ``c``)? Per T-window
     that every setting covers: each later setting's per-repetition slope minus the first
