@@ -89,7 +89,13 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
     Ts = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
     g = pd.DataFrame(
         [
-            {"T": T, "repetition": r, "regret": 1e-4 * T * (1 + 0.01 * r), "test_loss_zero": 2e-4}
+            {
+                "T": T,
+                "repetition": r,
+                "regret": 1e-4 * T * (1 + 0.01 * r),
+                "test_loss_zero": 2e-4,
+                "test_loss_const": 5e-5,
+            }
             for r in range(4)
             for T in Ts
         ]
@@ -100,7 +106,10 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
     assert (
         "R_T / T = 0.000102" in text and "T* = (B / (R_T/T))² ≈ 9.7e+07, 971× the largest T" in text
     )
-    assert "R_T / T is 0.51× it" in text
+    assert (
+        "the zero predictor's 0.0002, the mean predictor's 5e-05; R_T / T is 0.51× the zero" in text
+    )
+    assert "2× the mean predictor's." in text
     clause = last_decade_clause(g, 1.0)
     assert clause.startswith(" Over the last decade (T = 10,000–100,000): slope **1.000** [")
     assert clause.endswith("above ½; the mean regret is at most 0.0321 B√T over all T.")

@@ -175,11 +175,18 @@ def rate_sentences(g: pd.DataFrame, B: float) -> list[str]:
             )
         else:
             s += ", inside the range run: past it the regret exceeds B√T."
-        if "test_loss_zero" in g and g["test_loss_zero"].notna().any():
-            z = float(g[g["T"] == top]["test_loss_zero"].mean())
+        scale = [
+            (name, float(g[g["T"] == top][col].mean()))
+            for col, name in (("test_loss_zero", "zero"), ("test_loss_const", "mean"))
+            if col in g and g[g["T"] == top][col].notna().any()
+        ]
+        if scale:
             s += (
-                f" For scale, the zero predictor's loss per round (its test loss) is {z:.3g}: "
-                f"R_T / T is {r / z:.2g}× it."
+                " For scale, per round at that T (their test losses): "
+                + ", ".join(f"the {n} predictor's {v:.3g}" for n, v in scale)
+                + "; R_T / T is "
+                + ", ".join(f"{r / v:.2g}× the {n} predictor's" for n, v in scale)
+                + "."
             )
         L.append(s)
     return L
