@@ -45,7 +45,8 @@ Gradient, Corollary 1). **Seeds**: ``random_state`` is an int ``s`` (the pass dr
 and estimated predictions from its second (``ss.spawn(2)``, computed without changing ``ss``).
 ``partial_fit`` appends rows and refits on the whole stream (the learners keep no resumable
 state). Fitted attributes: ``n_features_in_``, ``feature_map_``, ``predictor_``,
-``fit_arguments_``, the counters ``train_evals_``, ``features_sampled_``, ``shrinks_``,
+``fit_arguments_``, ``fit_result_`` (the learner's :class:`~ilnrun.learners.base.FitResult`, in
+its label units), the counters ``train_evals_``, ``features_sampled_``, ``shrinks_``,
 ``kernel_evals_``, ``online_losses_`` (in the units of ``y``), ``diverged_``, ``y_mean_``,
 ``y_scale_`` and the stream ``X_seen_``, ``y_seen_``.
 """
@@ -69,6 +70,7 @@ except ImportError as exc:  # not installed, or older than 1.6 (no validate_data
         f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'scikit-learn>=1.6' ({exc})"
     ) from exc
 
+from .estimator_checks import check_eta, check_labels, refuse_text
 from .features import FEATURE_MAPS, FeatureMap, Fourier, build_feature_map
 from .learners import LEARNERS, doubly_sgd, fixed_random, kernel_ogd, kernel_ridge, nystroem_ridge
 from .learners import shrinking_gradient as _sg
@@ -184,8 +186,14 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         """The one place where inputs are checked and converted (C-ordered float64, finite):
         ``(X, y)`` for fitting, ``X`` alone (``y`` not given) for predicting."""
         if y is _NO_LABELS:
+            refuse_text(X)
             return validate_data(self, X, dtype=np.float64, order="C", reset=reset)
-        return validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
+        refuse_text(X, y)
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
+        check_labels(y)
+        if getattr(self, "eta", None) is not None:
+            check_eta(self.eta)
+        return X, y
 
     # -- fitting -------------------------------------------------------------------------------
 
@@ -249,6 +257,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         )
         if self._predict_seed is None:
             self._predict_seed = int(rng.integers(np.iinfo(np.int64).max))
+        self.fit_result_ = res  # the learner's own record of the pass (ilnrun.roundtrip)
         self.predictor_ = res.predictor
         if self.average:
             if res.averaged is None:
