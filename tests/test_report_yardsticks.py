@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 
 from ilnrun.report.data import ReportData
@@ -47,9 +48,100 @@ def test_regret_slope_rows_per_decade_with_t_intervals():
     rows = [{"T": T, "repetition": r, "regret": (1 + r) * T**0.5} for r in range(4) for T in Ts]
     rows[0]["regret"] = -1.0  # repetition 0 at T = 100
     out = slope_rows(pd.DataFrame(rows))
-    assert [row[0] for row in out] == ["100–800", "1,600–3,200", "100–3,200 (all)"]
+    assert [row[0] for row in out] == [
+        "100–800",
+        "1,600–3,200",
+        "400–3,200 (last decade)",
+        "100–3,200 (all)",
+    ]
     for row in out:
         assert row[2].startswith("0.5 ± ")  # fmt: mean ± ci, ci ~ 0
         lo, hi = (float(v) for v in row[3].strip("[]").split(","))
         assert np.isclose(lo, 0.5, atol=1e-9) and np.isclose(hi, 0.5, atol=1e-9)
     assert out[0][4] == "4"
+
+
+def test_the_last_decade_is_its_own_window_or_named_on_the_decade_it_equals():
+    """T = 100 ... 100 000 in 1-2-5 steps: the last decade [10^4, 10^5] is a decade window, so
+    it is named there and not repeated; T = 100 ... 20 000: it is [2 000, 20 000]."""
+    from ilnrun.report.sections.theory import slope_rows
+
+    def labels(Ts):
+        rows = [{"T": T, "repetition": r, "regret": (1 + r) * T**0.7} for r in range(3) for T in Ts]
+        return [row[0] for row in slope_rows(pd.DataFrame(rows))]
+
+    Ts = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
+    assert labels(Ts) == [
+        "100–1,000",
+        "1,000–10,000",
+        "10,000–100,000 (last decade)",
+        "100–100,000 (all)",
+    ]
+    assert labels(Ts[:8])[-2:] == ["2,000–20,000 (last decade)", "100–20,000 (all)"]
+
+
+def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
+    """R_T = r T with r = 1e-4 (slope 1, every repetition): below B√T = √T up to T = 1e5 (at
+    most 1.015e-4 √1e5 = 0.0321 B√T), every window's interval above ½, and a linear regret at that
+    rate crosses B√T at T* = (B / r)² = 1e8, 1e3 × the largest T."""
+    from ilnrun.report.sections.theory import last_decade_clause, rate_sentences
+
+    Ts = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
+    g = pd.DataFrame(
+        [
+            {
+                "T": T,
+                "repetition": r,
+                "regret": 1e-4 * T * (1 + 0.01 * r),
+                "test_loss_zero": 2e-4,
+                "test_loss_const": 5e-5,
+            }
+            for r in range(4)
+            for T in Ts
+        ]
+    )
+    text = " ".join(rate_sentences(g, 1.0))
+    assert "**below** B√T at every T, at most 0.0321 B√T (T = 100,000)" in text
+    assert text.count("above ½") == 4 and "consistent with ½" not in text
+    assert (
+        "R_T / T = 0.000102" in text and "T* = (B / (R_T/T))² ≈ 9.7e+07, 971× the largest T" in text
+    )
+    assert (
+        "the zero predictor's 0.0002, the mean predictor's 5e-05; R_T / T is 0.51× the zero" in text
+    )
+    assert "2× the mean predictor's." in text
+    clause = last_decade_clause(g, 1.0)
+    assert clause.startswith(" Over the last decade (T = 10,000–100,000): slope **1.000** [")
+    assert clause.endswith("above ½; the mean regret is at most 0.0321 B√T over all T.")
+    # a regret above B√T is said so, with the T where it is
+    g["regret"] = 2 * np.sqrt(g["T"]) * (1 + 0.1 * np.sin(g["T"] + g["repetition"]))
+    text = " ".join(rate_sentences(g, 1.0))
+    assert "**not below** B√T" in text and "above it at T = 100, 200," in text
+    assert text.count("consistent with ½") == 4 and "past it the regret exceeds B√T" in text
+
+
+def test_setting_slopes_are_compared_paired_by_repetition():
+    """Two settings with R = a_r T^0.5 and R = a_r T^0.7: the difference is 0.2 in every window
+    and significant; the same exponent twice gives 0 and not significant."""
+    from ilnrun.report.sections.theory import setting_slope_rows
+
+    Ts = [100, 200, 500, 1000, 2000]
+
+    def g(p):
+        return pd.DataFrame(
+            [{"T": T, "repetition": r, "regret": (1 + r) * T**p} for r in range(4) for T in Ts]
+        )
+
+    rows = setting_slope_rows([("c=0.01", g(0.5)), ("c=0.1", g(0.7))])
+    assert [row[0] for row in rows] == [
+        "100–1,000",
+        "1,000–2,000",
+        "200–2,000 (last decade)",
+        "100–2,000 (all)",
+    ]
+    assert all(row[1] == "c=0.1 − c=0.01" and row[2].startswith("0.2") for row in rows)
+    assert all(row[4] == "yes" for row in rows)
+    noise = g(0.5)
+    noise["regret"] *= 1 + 0.05 * np.sin(noise["T"] + noise["repetition"])
+    rows = setting_slope_rows([("a", g(0.5)), ("b", noise)])
+    assert all(row[4] == "no" for row in rows)

@@ -216,11 +216,12 @@ def test_slope_interval_is_the_t_interval_of_per_repetition_slopes():
     assert abs(s["mean"] - 0.5) < s["ci95"] * 2
 
 
-def test_regret_slope_windows_are_decades_then_the_whole_range():
+def test_regret_slope_windows_are_decades_the_last_decade_then_the_whole_range():
     from ilnrun.report.sections.theory import decades
 
     Ts = [100, 200, 400, 800, 1600, 3200]
-    assert decades(Ts) == [(100.0, 1000.0), (1000.0, 10000.0), (100, 3200)]
+    assert decades(Ts) == [(100.0, 1000.0), (1000.0, 10000.0), (320.0, 3200.0), (100, 3200)]
+    # the last decade [40, 400] holds the same T as [100, 1000]: not repeated
     assert decades([100, 200, 400]) == [(100.0, 1000.0), (100, 400)]
     assert decades([1000, 10000]) == [(1000.0, 10000.0)]  # one decade is the whole range
     assert decades([100]) == []

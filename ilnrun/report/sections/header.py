@@ -15,8 +15,12 @@ def render(r: ReportData) -> list[str]:
         f"Results of git commit `{(meta.get('git_commit') or 'unknown')[:12]}`, run "
         f"{meta.get('start')} → {meta.get('end')} with {meta.get('jobs')} worker(s)"
         + (
-            f"; {meta['cells_resumed']} of {meta.get('cells')} cells resumed from the run "
-            f"started {meta.get('first_start')}"
+            f"; {meta['cells_resumed']} of {meta.get('cells')} cells resumed from "
+            + (
+                f"the run started {meta['first_start']}"
+                if meta.get("first_start")
+                else "an earlier run (its start not recorded)"
+            )
             if meta.get("cells_resumed")
             else ""
         )

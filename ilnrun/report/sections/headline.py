@@ -8,7 +8,7 @@ import math
 from ..data import COMPARISONS, ReportData, label
 from .gap import headline_lines as gap_lines
 from .selected import edge_text
-from .theory import slope_sentence
+from .theory import last_decade_clause, slope_sentence
 
 
 def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
@@ -94,9 +94,12 @@ def render(r: ReportData) -> list[str]:
             + "."
         )
     if r.xa == "T":
+        raw = {(m, setting): g for m, setting, g in r.regret_raw()}
+        B = float(r.cfg["evaluation"].get("regret_B") or 1.0)
         for m, setting, g in r.regret_groups():
             if m in r.proposed:
-                L.append(f"- {label(m)} ({setting}): {slope_sentence(g)}")
+                tail = last_decade_clause(raw[(m, setting)], B)
+                L.append(f"- {label(m)} ({setting}): {slope_sentence(g)}{tail}")
     if "lemma5_max_ratio" in r.runs and r.runs["lemma5_max_ratio"].notna().any():
         ratio = r.runs["lemma5_max_ratio"].dropna()
         L.append(

@@ -8,13 +8,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from ...stats import slope_interval
+from ...stats import loglog_slope, paired_difference, significant, slope_interval
 from ..data import ReportData, fmt, label, md_table
 
 
 def decades(Ts: list[float]) -> list[tuple[float, float]]:
-    """The windows ``[10^j, 10^(j+1)]`` that hold at least two of the ``Ts``, then the whole
-    range (when it is wider than one window)."""
+    """The windows ``[10^j, 10^(j+1)]`` that hold at least two of the ``Ts``, then the last
+    decade ``[max T / 10, max T]`` (when it holds two and is not one of those windows), then the
+    whole range (when it is wider than one window)."""
     Ts = sorted(set(Ts))
     if len(Ts) < 2:
         return []
@@ -24,37 +25,249 @@ def decades(Ts: list[float]) -> list[tuple[float, float]]:
         for j in range(lo, hi)
         if sum(10**j <= t <= 10 ** (j + 1) for t in Ts) >= 2
     ]
+    last = last_decade(Ts)
+    if last is not None and not any(_same_Ts(Ts, last, w) for w in out):
+        out.append(last)
     if len(out) != 1 or out[0] != (Ts[0], Ts[-1]):
         out.append((Ts[0], Ts[-1]))
     return out
 
 
+def last_decade(Ts: list[float]) -> tuple[float, float] | None:
+    """``[max T / 10, max T]``, the window of the largest T (the asymptotic regime Theorem 1 is
+    about); None when it holds fewer than two of the ``Ts``."""
+    top = max(Ts)
+    w = (top / 10, float(top))
+    return w if sum(w[0] * (1 - 1e-9) <= t <= w[1] for t in set(Ts)) >= 2 else None
+
+
+def _in(t: float, w: tuple[float, float]) -> bool:
+    return w[0] * (1 - 1e-9) <= t <= w[1] * (1 + 1e-9)
+
+
+def _same_Ts(Ts: list[float], a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return [t for t in Ts if _in(t, a)] == [t for t in Ts if _in(t, b)]
+
+
+def rep_slopes(g: pd.DataFrame, w: tuple[float, float], metric: str = "regret") -> pd.Series:
+    """Each repetition's own least-squares slope of ``log metric`` on ``log T`` over the
+    T-window ``w`` (NaN where fewer than two positive points), indexed by repetition."""
+    h = g[[_in(t, w) for t in g["T"]]]
+    return pd.Series(
+        {
+            rep: loglog_slope(x["T"].to_numpy(float), x[metric].to_numpy(float))
+            for rep, x in h.groupby("repetition")
+        },
+        dtype=float,
+    )
+
+
+def window_stats(g: pd.DataFrame, w: tuple[float, float], metric: str = "regret") -> dict:
+    """:func:`ilnrun.stats.slope_interval` of ``metric`` over the T-window ``w``: ``mean``,
+    ``ci95``, ``n``, ``dropped``, plus ``lo``/``hi`` (the interval) and ``Ts`` (its T)."""
+    h = g[[_in(t, w) for t in g["T"]]]
+    per = {
+        rep: (x["T"].to_numpy(float), x[metric].to_numpy(float))
+        for rep, x in h.groupby("repetition")
+    }
+    st = slope_interval(per)
+    return {
+        **st,
+        "lo": st["mean"] - st["ci95"],
+        "hi": st["mean"] + st["ci95"],
+        "Ts": sorted(h["T"].unique()),
+    }
+
+
+def window_label(g: pd.DataFrame, w: tuple[float, float]) -> str:
+    Ts = sorted(g["T"].unique())
+    sel = [t for t in Ts if _in(t, w)]
+    tags = []
+    if (w[0], w[1]) == (Ts[0], Ts[-1]):
+        tags.append("all")
+    last = last_decade(Ts)
+    if last is not None and _same_Ts(Ts, w, last) and len(sel) < len(Ts):
+        tags.append("last decade")
+    return f"{int(sel[0]):,}–{int(sel[-1]):,}" + (f" ({', '.join(tags)})" if tags else "")
+
+
 def slope_rows(g: pd.DataFrame, metric: str = "regret") -> list[list[str]]:
-    """Per T-window: the log-log slope of ``metric`` against T with its 95% interval over
-    repetitions (the slope of each repetition's own points, then the Student-t interval of
-    their mean: :func:`ilnrun.stats.slope_interval`)."""
+    """Per T-window (:func:`decades`: each decade, the last decade, all T): the log-log slope of
+    ``metric`` against T with its 95% interval over repetitions (the slope of each
+    repetition's own points, then the Student-t interval of their mean:
+    :func:`ilnrun.stats.slope_interval`)."""
     rows = []
-    for a, b in decades(g["T"].tolist()):
-        w = g[(g["T"] >= a) & (g["T"] <= b)]
-        per = {
-            rep: (h["T"].to_numpy(float), h[metric].to_numpy(float))
-            for rep, h in w.groupby("repetition")
-        }
-        st = slope_interval(per)
-        Ts = sorted(w["T"].unique())
+    for w in decades(g["T"].tolist()):
+        st = window_stats(g, w, metric)
         rows.append(
             [
-                f"{int(Ts[0]):,}–{int(Ts[-1]):,}"
-                + (" (all)" if (a, b) == (g["T"].min(), g["T"].max()) else ""),
-                len(Ts),
+                window_label(g, w),
+                len(st["Ts"]),
                 fmt(st["mean"], st["ci95"], 3),
-                f"[{st['mean'] - st['ci95']:.3f}, {st['mean'] + st['ci95']:.3f}]"
-                if st["n"] > 1
-                else "—",
+                f"[{st['lo']:.3f}, {st['hi']:.3f}]" if st["n"] > 1 else "—",
                 f"{st['n']}" + (f" ({st['dropped']} without a slope)" if st["dropped"] else ""),
             ]
         )
     return rows
+
+
+def against_half(st: dict) -> str:
+    """Where a slope's 95% interval lies against Theorem 1's ½."""
+    if st["n"] < 2 or math.isnan(st["ci95"]):
+        return "no interval"
+    if st["hi"] < 0.5:
+        return "below ½"
+    if st["lo"] > 0.5:
+        return "above ½"
+    return "consistent with ½"
+
+
+def rate_sentences(g: pd.DataFrame, B: float) -> list[str]:
+    """Where Theorem 1's O(B√T) does and does not hold, with numbers (docs/protocol.md §3).
+
+    ``g``: one row per repetition and T (``regret``, optionally ``test_loss_zero``). The bound's
+    leading term is ``B²/η = B√T`` (paper Eq. 15 with ``η = B/√T``), so the mean regret is put
+    against ``B√T`` at every T; the slope's 95% interval per window against ½; and a regret
+    that grows linearly, ``R_T ≈ r T`` with ``r`` its per-round value at the largest T, stays
+    below ``B√T`` until ``T* = (B / r)²``: before ``T*`` a linear regret does not contradict
+    the bound, and the asymptotic slope ½ cannot be seen."""
+    mean = g.groupby("T")["regret"].mean().sort_index()
+    Ts = mean.index.to_numpy(float)
+    if len(Ts) < 2:
+        return []
+    ratio = mean.to_numpy(float) / (B * np.sqrt(Ts))
+    i = int(np.nanargmax(ratio))
+    below = "**below**" if (ratio <= 1).all() else "**not below**"
+    L = [
+        f"Against the bound's leading term B√T (paper Eq. 15 with η = B/√T; the theorem's O(·) "
+        f"hides a larger constant): the mean regret is {below} B√T at every T, at most "
+        f"{ratio[i]:.3g} B√T (T = {int(Ts[i]):,})"
+        + (
+            "."
+            if (ratio <= 1).all()
+            else f"; above it at T = {', '.join(f'{int(t):,}' for t in Ts[ratio > 1])}."
+        )
+    ]
+    parts = []
+    for w in decades(g["T"].tolist()):
+        st = window_stats(g, w)
+        if st["n"] > 1:
+            parts.append(
+                f"{window_label(g, w)}: {st['mean']:.3f} [{st['lo']:.3f}, {st['hi']:.3f}], "
+                f"{against_half(st)}"
+            )
+    if parts:
+        L.append("Slope against Theorem 1's ½ (95% interval): " + "; ".join(parts) + ".")
+    top = Ts[-1]
+    r = float(mean.iloc[-1]) / top
+    if r > 0:
+        star = (B / r) ** 2
+        s = (
+            f"Per-round regret at the largest T = {int(top):,}: R_T / T = {r:.3g}. A regret "
+            f"growing linearly at that rate stays below B√T until T* = (B / (R_T/T))² ≈ "
+            f"{star:.2g}"
+        )
+        if star > top:
+            s += (
+                f", {star / top:.3g}× the largest T run: up to T = {int(top):,} the regret "
+                "stays below B√T whatever its slope, and whether the slope settles at ½ "
+                "asymptotically can be neither confirmed nor refuted at these T."
+            )
+        else:
+            s += ", inside the range run: past it the regret exceeds B√T."
+        scale = [
+            (name, float(g[g["T"] == top][col].mean()))
+            for col, name in (("test_loss_zero", "zero"), ("test_loss_const", "mean"))
+            if col in g and g[g["T"] == top][col].notna().any()
+        ]
+        if scale:
+            s += (
+                " For scale, per round at that T (their test losses): "
+                + ", ".join(f"the {n} predictor's {v:.3g}" for n, v in scale)
+                + "; R_T / T is "
+                + ", ".join(f"{r / v:.2g}× the {n} predictor's" for n, v in scale)
+                + "."
+            )
+        L.append(s)
+    return L
+
+
+def last_decade_clause(g: pd.DataFrame, B: float) -> str:
+    """The headline's words on the rate: the slope over the last decade with its interval
+    against ½, and the largest mean regret in units of B√T (``g``: one row per repetition and
+    T)."""
+    Ts = sorted(g["T"].unique())
+    w = last_decade(Ts) if len(Ts) > 1 else None
+    if w is None:
+        return ""
+    st = window_stats(g, w)
+    if st["n"] < 2:
+        return ""
+    mean = g.groupby("T")["regret"].mean()
+    ratio = float((mean / (B * np.sqrt(mean.index.to_numpy(float)))).max())
+    return (
+        f" Over the last decade (T = {window_label(g, w).split(' ')[0]}): slope "
+        f"**{st['mean']:.3f}** [{st['lo']:.3f}, {st['hi']:.3f}], {against_half(st)}; the mean "
+        f"regret is at most {ratio:.3g} B√T over all T."
+    )
+
+
+def setting_slope_rows(raws: list[tuple[str, pd.DataFrame]]) -> list[list[str]]:
+    """Does the slope depend on the setting (e.g. Shrinking Gradient's ``c``)? Per T-window
+    that every setting covers: each later setting's per-repetition slope minus the first
+    setting's on the same repetition (same data), mean with its 95% t-interval
+    (:func:`ilnrun.stats.paired_difference`)."""
+    if len(raws) < 2:
+        return []
+    (s0, g0), rows = raws[0], []
+    for w in decades(g0["T"].tolist()):
+        a = rep_slopes(g0, w)
+        for s1, g1 in raws[1:]:
+            if set(g1["T"]) != set(g0["T"]):
+                continue
+            d = paired_difference(rep_slopes(g1, w), a)
+            rows.append(
+                [
+                    window_label(g0, w),
+                    f"{s1} − {s0}",
+                    fmt(d["mean"], d["ci"], 3),
+                    f"[{d['mean'] - d['ci']:.3f}, {d['mean'] + d['ci']:.3f}]"
+                    if d["n"] > 1
+                    else "—",
+                    "yes" if significant(d) else "no",
+                    d["n"],
+                ]
+            )
+    return rows
+
+
+def cost_lines(r: ReportData) -> list[str]:
+    """The recorded seconds per cell (``wall_s``: the pass, ``eval_s``: the evaluation; wall
+    clock, so above CPU time on a loaded machine; data generation and the exact diagnostics
+    are not in them), per learner and T: mean per cell and total."""
+    runs = r.runs
+    if not {"wall_s", "eval_s"} <= set(runs):
+        return []
+    rows = []
+    for m in r.methods:
+        h = runs[runs["method"] == m]
+        for T, x in h.groupby("T"):
+            sec = x["wall_s"] + x["eval_s"]
+            rows.append([label(m), int(T), len(x), f"{sec.mean():.3g}", f"{sec.sum():,.0f}"])
+    total = float((runs["wall_s"] + runs["eval_s"]).sum())
+    return [
+        "## Recorded time per cell",
+        "",
+        "Wall seconds of each cell's pass plus its evaluation as `runs.csv` records them "
+        "(`wall_s + eval_s`; on a shared machine wall time exceeds CPU time; the data "
+        "generation and the exact regret diagnostics are not included). The run's CPU time and "
+        "peak memory, where measured, are in the description above.",
+        "",
+        md_table(["learner", "T", "cells", "mean s per cell", "total s"], rows),
+        "",
+        f"Total over all {len(runs)} cells: {total:,.0f} s.",
+        "",
+    ]
 
 
 def target_sentence(r: ReportData) -> str:
@@ -132,7 +345,8 @@ def render(r: ReportData) -> list[str]:
         "## Theorem 1: regret against the best predictor in the B-ball",
         "",
         "Regret `R_T = Σ_t ½(f_t(x_t) − y_t)² − min_{‖f‖≤B} Σ_t ½(f(x_t) − y_t)²` with "
-        "`f_t` evaluated exactly (the comparator by the exact kernel); "
+        "`f_t` and the comparator evaluated exactly (in the primal of the kernel where the "
+        "feature map has a finite one, else with the T × T kernel: docs/protocol.md §3.1); "
         "`R_T (estimated)` uses the learner's own online predictions instead. "
         "Mean ± 95% CI over repetitions, for every setting of the proposed learner (the others: "
         "their setting selected on validation loss). The theorem bounds the expected "
@@ -140,6 +354,7 @@ def render(r: ReportData) -> list[str]:
         "",
     ]
     L += [target_sentence(r), ""]
+    B = float(r.cfg["evaluation"]["regret_B"])
     raw = {(m, setting): g for m, setting, g in r.regret_raw()}
     for m, setting, g in r.regret_groups():
         rows = [
@@ -171,6 +386,8 @@ def render(r: ReportData) -> list[str]:
             ),
             "",
         ]
+        L += [f"{line}\n" for line in rate_sentences(raw[(m, setting)], B)]
+    L += setting_lines(r, raw)
     L += [
         "Theorem 1 is an upper bound on the expected regret: a negative regret means the "
         "learner's iterates did better than every predictor in the ball (they are not "
@@ -178,4 +395,27 @@ def render(r: ReportData) -> list[str]:
         "target lies outside the ball of radius B.",
         "",
     ]
+    return L + cost_lines(r)
+
+
+def setting_lines(r: ReportData, raw: dict) -> list[str]:
+    """The paired slope differences between the proposed learner's settings
+    (:func:`setting_slope_rows`), when it ran more than one."""
+    L: list[str] = []
+    for m in r.proposed:
+        raws = [(s, g) for (mm, s), g in raw.items() if mm == m]
+        rows = setting_slope_rows(raws)
+        if not rows:
+            continue
+        L += [
+            f"Does the slope depend on the setting of {label(m)}? Each repetition's slope under "
+            "one setting minus its slope under the first, on the same data; mean with its 95% "
+            "interval (significant: the interval excludes 0).",
+            "",
+            md_table(
+                ["T window", "difference", "mean ± 95% CI", "interval", "significant", "reps"],
+                rows,
+            ),
+            "",
+        ]
     return L
