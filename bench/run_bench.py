@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from literal import literal_fit  # noqa: E402
 
+from ilnrun import cell as cellmod  # noqa: E402
 from ilnrun import config as C  # noqa: E402
-from ilnrun import runner  # noqa: E402
 from ilnrun.datasets import clipped_gaussian  # noqa: E402
 from ilnrun.features import Coordinate  # noqa: E402
 from ilnrun.learners import doubly_sgd, fixed_random, shrinking_gradient  # noqa: E402
@@ -418,12 +418,12 @@ def bench_figure1_cells(repeat: int) -> pd.DataFrame:
     one D (800, the largest) and one repetition, in this process (one core)."""
     cfg = C.load(ROOT / "configs" / "figure1.yaml")
     cells = [c for c in C.cells(cfg) if c.rep == 0 and c.data.get("D") == max(cfg["dataset"]["D"])]
-    runner.run_cell(cfg, cells[0])  # build the data instance outside the timing
+    cellmod.run_cell(cfg, cells[0])  # build the data instance outside the timing
     rows = []
     for _ in range(repeat):
         for c in cells:
             t0 = time.perf_counter()
-            rec = runner.run_cell(cfg, c)
+            rec = cellmod.run_cell(cfg, c)
             rows.append(
                 dict(
                     method=c.method,
@@ -445,7 +445,7 @@ def bench_figure1_cells(repeat: int) -> pd.DataFrame:
 
 
 def bench_figure1_run(tmp: Path, jobs: int) -> dict:
-    cfg = C.load(ROOT / "configs" / "figure1.yaml")
+    cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
     cpu = CpuClock()
     wall, cpu_s = run_cli(cfg, tmp / "figure1", jobs=jobs)
     n = len(pd.read_csv(tmp / "figure1" / "runs.csv"))
@@ -476,7 +476,7 @@ def jax_sg_batch(X: np.ndarray, y: np.ndarray, m: int, cells: int) -> tuple[floa
         t0 = time.perf_counter()
         outs = jax_runner.run_batch(sgj, st, T, X.shape[1], Coordinate, data, batch)
         times.append(time.perf_counter() - t0)
-        samples = sum(int(o["draws"]) * m for o in outs)
+        samples = sum(int(o.draws) * m for o in outs)
     del fmap
     return times[0], min(times[1:]), samples
 
@@ -519,7 +519,7 @@ def bench_jax(tmp: Path, quick: bool, jobs: int, figure1: bool) -> dict:
         )
     out = {"device": dev, "gpu": gpu, "sg": rows}
     if figure1:
-        cfg = C.load(ROOT / "configs" / "figure1.yaml")
+        cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
         if quick:
             cfg["dataset"]["D"], cfg["repetitions"] = [550, 800], 1
         cache = {"ILNRUN_JAX_CACHE": str(tmp / "jax-cache")}

@@ -4,9 +4,10 @@ features is calculated"; docs/budgets.md).
 
 Unit: one evaluation of ``psi(x; w)`` for one ``(x, w)`` pair during training.
 
-The budget is given as Doubly SGD's ``k`` features per round (``budget.dsgd_k``): a pass of ``T``
-rounds in which every round draws ``k`` features and evaluates all features drawn so far on its
-input spends ``k T (T+1) / 2`` evaluations and draws ``k T`` features. That is the **target**,
+The budget is given in features per round, ``per_round = k`` (the YAML key ``budget.dsgd_k``:
+the unit is Doubly SGD's ``k``): a pass of ``T`` rounds in which every round draws ``k`` features
+and evaluates all features drawn so far on its input spends ``k T (T+1) / 2`` evaluations and
+draws ``k T`` features. That is the **target**,
 in the unit of the convention ``match``:
 
 - ``evaluations`` (default) equalizes ``train_evals``: target ``k T (T+1) / 2``;
@@ -28,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from .learners import LEARNERS
+
 MATCHES = ("evaluations", "samples")
 
 
@@ -36,7 +39,7 @@ class Budget:
     """One budget and the size of every budgeted learner (``sizes``: size name -> value)."""
 
     match: str
-    dsgd_k: int
+    per_round: int  # features per round (budget.dsgd_k)
     T: int
     target: int  # the matched quantity (train_evals or features_sampled)
     sizes: dict[str, int] = field(default_factory=dict)
@@ -51,22 +54,21 @@ class Budget:
         raise AttributeError(name)
 
 
-def target(match: str, dsgd_k: int, T: int) -> int:
-    """The budget of ``dsgd_k`` features per round over ``T`` rounds, in the unit of ``match``."""
+def target(match: str, per_round: int, T: int) -> int:
+    """The budget of ``per_round`` features per round over ``T`` rounds, in the unit of
+    ``match``."""
     if match == "evaluations":
-        return dsgd_k * T * (T + 1) // 2
+        return per_round * T * (T + 1) // 2
     if match == "samples":
-        return dsgd_k * T
+        return per_round * T
     raise ValueError(f"unknown budget convention {match!r}; expected one of {MATCHES}")
 
 
-def derive(match: str, dsgd_k: int, T: int) -> Budget:
+def derive(match: str, per_round: int, T: int) -> Budget:
     """The target and every registered budgeted learner's size (see the module docstring)."""
-    from .learners import LEARNERS
-
     if T < 2:
         raise ValueError(f"T must be >= 2 to match budgets, got {T}")
-    k = int(dsgd_k)
+    k = int(per_round)
     goal = target(match, k, T)
     specs = [s for s in LEARNERS.values() if s.budget is not None]
     specs.sort(key=lambda s: s.role != "proposed")  # the proposed learner first (stable)
@@ -84,14 +86,12 @@ def derive(match: str, dsgd_k: int, T: int) -> Budget:
         sizes[s.budget.name] = int(size)
         if s.role == "proposed" and anchor is None:
             anchor = size * cost
-    return Budget(match=match, dsgd_k=k, T=T, target=int(goal), sizes=sizes)
+    return Budget(match=match, per_round=k, T=T, target=int(goal), sizes=sizes)
 
 
 def expected_counts(method: str, budget: Budget, T: int | None = None) -> dict[str, int]:
     """The counters learner ``method`` must report under ``budget`` (its spec's formula; ``T``
     defaults to the budget's)."""
-    from .learners import LEARNERS
-
     b = LEARNERS[method].budget
     if b is None:
         raise ValueError(f"{method!r} has no feature budget")

@@ -125,9 +125,9 @@ def run(
     from .api import run_resolved
     from .experiment import RunDirError, RunInterrupted
 
-    cfg = _load(config_path, overrides)
-    if engine is not None:  # the command line wins over the config
-        cfg["engine"] = engine
+    # the command line wins over the config (validated with it: a map without a jax twin is
+    # refused with exit status 2)
+    cfg = _load(config_path, (*overrides, f"engine={engine}") if engine is not None else overrides)
     if cfg.get("engine") == "jax":
         from .engines import jax_available
 
@@ -269,11 +269,11 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
     Ts = sorted({c.data["T"] for c in cells})
-    budgeted = [m for m in LEARNERS if any(c.method == m and c.dsgd_k for c in cells)]
+    budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
     if budgeted:
         click.echo("# derived budgets (per T and dsgd_k):")
     for T in Ts:
-        for k in sorted({c.dsgd_k for c in cells if c.dsgd_k is not None}):
+        for k in sorted({c.per_round for c in cells if c.per_round is not None}):
             b = derive(cfg["budget"]["match"], k, T)
             sizes = ", ".join(
                 f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"

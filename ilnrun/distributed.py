@@ -10,7 +10,7 @@
   the end.
 
 Results do not depend on the backend: every cell's randomness comes from its own seed
-(:func:`ilnrun.runner.seed_sequence`), never from a worker or the order in which cells run.
+(:func:`ilnrun.config.grid.seed_sequence`), never from a worker or the order in which cells run.
 """
 
 from __future__ import annotations

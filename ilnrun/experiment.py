@@ -32,7 +32,7 @@ import yaml
 from . import __version__
 from . import config as C
 from .datasets import by_content, resume_views
-from .engines import DEFAULT_ENGINE, engine_of
+from .engines import DEFAULT_ENGINE, Progress, execute
 from .results import (
     CELL_LOG,
     MANIFEST,
@@ -45,7 +45,6 @@ from .results import (
     write_manifest,
     write_tables,
 )
-from .runner import Progress, execute
 from .safe_yaml import YamlLimitError, load_bounded
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
@@ -264,7 +263,7 @@ def _versions() -> dict:
 
 
 def run(
-    cfg: dict,
+    cfg: C.Experiment,
     out: Path,
     *,
     jobs: int = 1,
@@ -273,8 +272,8 @@ def run(
     quiet: bool = False,
     config_path: str | None = None,
 ) -> dict:
-    """Run every unfinished cell of ``cfg`` into ``out``; write the tables; return a short
-    summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
+    """Run every unfinished cell of ``cfg`` (an experiment) into ``out``; write the tables; return a
+    short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
@@ -351,9 +350,9 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "git_commit": _git_commit(),
         "versions": _versions(),
         "platform": platform.platform(),
-        "engine": engine_of(cfg),
+        "engine": cfg.engine,
     }
-    if engine_of(cfg) == "jax":
+    if cfg.engine == "jax":
         from .engines.jax_env import device
 
         meta["device"] = device()
@@ -394,7 +393,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "resumed": meta["cells_resumed"],
         "diverged": by_method["diverged"].sum().astype(int).to_dict(),
         "timed_out": by_method["timed_out"].sum().astype(int).to_dict(),
-        # cells whose evaluation (runner.evaluate) took longer than their training pass
+        # cells whose evaluation (cell.evaluate) took longer than their training pass
         "eval_slower": (eval_s > runs["wall_s"]).groupby(runs["method"]).sum().to_dict(),
         "eval_s": float(eval_s.sum()),
         "train_s": float(runs["wall_s"].sum()),

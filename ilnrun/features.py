@@ -83,6 +83,19 @@ class FeatureMap(ABC):
         """Closed-form ``K[a, b] = k(X1[a], X2[b])``; raises if the map has none."""
         raise NotImplementedError(f"feature map {self.name!r} has no closed-form kernel")
 
+    @classmethod
+    def primal_dim(cls, d: int) -> int | None:
+        """Dimension ``p`` of an exact finite primal of the kernel for inputs in ``R^d``
+        (:meth:`primal`), or ``None`` when the kernel has none (docs/algorithms.md §1.6)."""
+        return None
+
+    def primal(self, X: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """An exact finite-dimensional primal of the kernel: ``(Phi, c)`` with ``Phi`` of shape
+        ``(len(X), p)`` and ``k(X[a], X[b]) = c * Phi[a] . Phi[b]`` exactly (not a random-feature
+        approximation), or ``None`` when the kernel has none. ``Phi`` may be ``X`` itself (no copy);
+        callers never modify it."""
+        return None
+
     def describe(self) -> dict:
         """Parameters that define this map (written to the resolved config / report)."""
         return {"kind": self.name}
@@ -155,6 +168,14 @@ class Coordinate(FeatureMap):
         return (X1 @ X2.T) / self.d
 
     @classmethod
+    def primal_dim(cls, d: int) -> int | None:
+        return d
+
+    def primal(self, X: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """``k(x, x') = x . x' / D``: ``Phi = X`` (no copy), ``c = 1 / D``."""
+        return X, 1.0 / self.d
+
+    @classmethod
     def jax_sample(cls, key, n: int, width: int, p: dict):
         import jax
 
@@ -215,7 +236,7 @@ class ReLU(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.maximum(tree_dot(W, x), 0.0)
 
@@ -223,7 +244,7 @@ class ReLU(FeatureMap):
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.maximum(tree_dot(X[inst, rows], W), 0.0)
 
@@ -307,7 +328,7 @@ class Fourier(FeatureMap):
     def jax_point(cls, x, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.cos(tree_dot(W[:, :-1], x) + W[:, -1])
 
@@ -315,7 +336,7 @@ class Fourier(FeatureMap):
     def jax_pairs(cls, X, inst, rows, W):
         import jax.numpy as jnp
 
-        from .engines.jax_ops import tree_dot
+        from .jax_ops import tree_dot
 
         return SQRT2 * jnp.cos(tree_dot(X[inst, rows], W[:, :-1]) + W[:, -1])
 

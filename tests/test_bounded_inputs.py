@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import tiny_config, write_config
 
+from ilnrun import cell as cellmod
 from ilnrun import datasets as D
-from ilnrun import runner
 from ilnrun.cli import main
 from ilnrun.safe_yaml import load_bounded
 
@@ -118,29 +118,29 @@ def _one_cell_record(tmp_path, monkeypatch, what: str) -> dict:
     cfg = C.resolve(tiny_config(methods={"doubly_sgd": {"eta": 0.3}}))
     cell = C.cells(cfg)[0]
     if what == "fit":
-        info = runner.LEARNERS["doubly_sgd"]
+        info = cellmod.LEARNERS["doubly_sgd"]
 
         def bad_fit(*a, **k):
             raise ZeroDivisionError("float division by zero")
 
-        monkeypatch.setitem(runner.LEARNERS, "doubly_sgd", replace(info, fit=bad_fit))
+        monkeypatch.setitem(cellmod.LEARNERS, "doubly_sgd", replace(info, fit=bad_fit))
     elif what == "evaluation":
-        real_eval = runner.evaluate
+        real_eval = cellmod.evaluate
 
         def bad_eval(res, *a, **k):
             if not res.diverged:  # the diverged path computes nothing
                 raise np.linalg.LinAlgError("singular")
             return real_eval(res, *a, **k)
 
-        monkeypatch.setattr(runner, "evaluate", bad_eval)
+        monkeypatch.setattr(cellmod, "evaluate", bad_eval)
     else:
-        real = runner.evaluate
+        real = cellmod.evaluate
 
         def nan_eval(*a, **k):
             return {**real(*a, **k), "test_loss": float("nan")}
 
-        monkeypatch.setattr(runner, "evaluate", nan_eval)
-    return runner.run_cell(cfg, cell)["row"]
+        monkeypatch.setattr(cellmod, "evaluate", nan_eval)
+    return cellmod.run_cell(cfg, cell)["row"]
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,12 @@ from openml_cache import EXAMPLES
 
 from ilnrun import config as C
 from ilnrun.budget import derive
+from ilnrun.cell import evaluate, instance, run_cell
 from ilnrun.datasets import DATASETS, build_dataset
 from ilnrun.features import FEATURE_MAPS, build_feature_map
 from ilnrun.learners import LEARNERS
 from ilnrun.learners.base import ROLES, FeatureExpansion, FitResult, KernelExpansion
 from ilnrun.params import check_value
-from ilnrun.runner import evaluate, instance, run_cell
 
 T = 24  # rounds of the signature checks
 
@@ -108,7 +108,7 @@ def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
     for key in ("online_loss", "val_loss", "test_loss", "test_nmse", "train_evals"):
         assert np.isfinite(row[key]), key
     assert len(rec["curve"]["t"]) == len(rec["curve"]["online_loss"])
-    inst = instance(cfg, cell)
+    inst = instance(cfg.seed, cfg.feature_map, cell)
     assert evaluate(
         LEARNERS[name].fit(
             inst.data.X_train,
@@ -118,7 +118,7 @@ def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
             **_arguments(LEARNERS[name], len(inst.data.y_train)),
         ),
         inst,
-        cfg["evaluation"],
+        cfg.evaluation,
         np.random.default_rng(0),
     )["eval_mode"] in ("exact", "estimated")
 

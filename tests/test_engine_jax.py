@@ -34,6 +34,7 @@ from ilnrun.learners import (  # noqa: E402
     kernel_ogd,
     shrinking_gradient,
 )
+from ilnrun.learners.jax_pass import Round  # noqa: E402
 
 jax_env.setup()
 LEARNER = {name: spec for name, spec in LEARNERS.items()}
@@ -91,8 +92,9 @@ def test_kernel_ogd_equals_numpy():
     mod = KOGD.engine("jax")
     st, T = mod.static(args), len(d.y_train)
     data, cell = _data_dict(d, fmap, K=True), _cell(mod, args, T)
-    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
-    step = jax.jit(lambda c, t: mod.step(st, T, 0, type(fmap), data, cell, c, t))
+    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
+    ctx = Round(st, T, 0, type(fmap), data, cell)
+    step = jax.jit(lambda c, t: mod.step(ctx, c, t))
     for t in range(T):
         c = step(c, t)
     res = mod.result(st, args, jax.device_get(c), fmap, T)
@@ -118,7 +120,8 @@ def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam, kind):
     st, T = mod.static(args), len(d.y_train)
     data, cell = _data_dict(d, fmap), _cell(mod, args, T)
     c = mod.start(st, T, jnp.asarray(W))
-    step = jax.jit(lambda c, t: mod.step(st, T, 0, type(fmap), data, cell, c, t))
+    ctx = Round(st, T, 0, type(fmap), data, cell)
+    step = jax.jit(lambda c, t: mod.step(ctx, c, t))
     for t in range(T):
         c = step(c, t)
     res = mod.result(st, args, jax.device_get(c), fmap, T)
@@ -139,8 +142,9 @@ def test_doubly_sgd_predictions_equal_numpy_given_its_features(nu):
     mod = DSGD.engine("jax")
     st, T = mod.static(args), len(d.y_train)
     data, cell = _data_dict(d, fmap), _cell(mod, args, T)
-    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
-    step = jax.jit(lambda c, t, om: mod.round_given(st, T, type(fmap), data, cell, c, t, om))
+    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
+    ctx = Round(st, T, 0, type(fmap), data, cell)
+    step = jax.jit(lambda c, t, om: mod.round_given(ctx, c, t, om))
     for t in range(T):
         c = step(c, t, jnp.asarray(omegas[t]))
     res = mod.result(st, args, jax.device_get(c), fmap, T)
@@ -169,8 +173,9 @@ def test_shrinking_gradient_rounds_equal_numpy_given_the_draws(sampler, B):
     mod = SG.engine("jax")
     st = mod.static(args)
     data, cell = _data_dict(d, fmap), _cell(mod, args, T)
-    c = mod.init(st, T, d.X_train.shape[1], type(fmap), data, cell)
-    rnd = jax.jit(lambda c, t, u, w: mod.round_given(st, T, type(fmap), data, cell, c, t, u, w))
+    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
+    ctx = Round(st, T, 0, type(fmap), data, cell)
+    rnd = jax.jit(lambda c, t, u, w: mod.round_given(ctx, c, t, u, w))
     for t in range(T):
         c = rnd(c, t, jnp.asarray(U[t]), jnp.asarray(Wd[t]))
     res = mod.result(st, args, jax.device_get(c), fmap, T)

@@ -15,12 +15,12 @@ from sklearn.model_selection import GridSearchCV
 
 import ilnrun.estimators as E
 from ilnrun import config as C
+from ilnrun.cell import instance, run_cell
 from ilnrun.config.grid import seed_sequence
 from ilnrun.datasets import DATASETS
 from ilnrun.features import FEATURE_MAPS, Fourier, build_feature_map
 from ilnrun.learners import LEARNERS
 from ilnrun.params import Param
-from ilnrun.runner import instance, run_cell
 
 KERNEL_MAP = next(n for n, m in FEATURE_MAPS.items() if m.has_kernel)
 FIRST_DATASET = next(n for n, d in DATASETS.items() if not d.needs_kernel)
@@ -217,9 +217,9 @@ def test_a_command_line_cell_reproduced_from_python(name, tmp_path):
     )
     cell = C.cells(cfg)[0]
     row = run_cell(cfg, cell)["row"]
-    inst = instance(cfg, cell)
+    inst = instance(cfg.seed, cfg.feature_map, cell)
     d = inst.data
-    size = row.get(spec.budget.name) if spec.budget is not None and cell.dsgd_k else None
+    size = row.get(spec.budget.name) if spec.budget is not None and cell.per_round else None
     est = E.make_estimator(
         name,
         cell.hyper,

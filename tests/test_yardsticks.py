@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from ilnrun.cell import DIVERGED_FACTOR, blown_up, mark_diverged, reference_losses
 from ilnrun.datasets import Dataset
 from ilnrun.learners.base import FitResult, new_counters
-from ilnrun.runner import DIVERGED_FACTOR, _mark_diverged, blown_up, reference_losses
 
 
 def _data(y_train, y_test) -> Dataset:
@@ -28,7 +28,7 @@ def _data(y_train, y_test) -> Dataset:
 
 def test_reference_losses_by_hand():
     d = _data([1.0, 3.0], [0.0, 2.0, 4.0, 6.0])  # training mean 2
-    ref = reference_losses(d, {"n_test_estimated": 2})
+    ref = reference_losses(d, 2)
     assert ref["test_loss_zero"] == pytest.approx(0.5 * (0 + 4 + 16 + 36) / 4)
     assert ref["test_loss_const"] == pytest.approx(0.5 * (4 + 0 + 4 + 16) / 4)
     assert ref["test_nmse_const"] == pytest.approx(((4 + 0 + 4 + 16) / 4) / np.var([0, 2, 4, 6]))
@@ -66,7 +66,7 @@ def test_a_blown_up_test_loss_marks_the_cell_diverged_with_its_reason():
         "diverged": False,
     }
     res = FitResult(None, np.zeros(3), new_counters())
-    _mark_diverged(row, res, None)
+    mark_diverged(row, res, None)
     assert row["diverged"] is True
     assert row["test_loss"] == math.inf and row["val_loss"] == math.inf
     assert "> 100 × the zero predictor's" in row["diverged_reason"]
@@ -81,5 +81,5 @@ def test_a_modest_test_loss_is_left_alone():
         "test_loss_zero": 0.25,
         "diverged": False,
     }
-    _mark_diverged(row, FitResult(None, np.zeros(3), new_counters()), None)
+    mark_diverged(row, FitResult(None, np.zeros(3), new_counters()), None)
     assert row["diverged"] is False and row["diverged_reason"] is None

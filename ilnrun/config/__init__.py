@@ -2,6 +2,7 @@
 
 - :mod:`ilnrun.config.schema`: the config's keys, their validation (every problem reported with
   its key path, before any cell runs) and the resolved config with every default filled in;
+- :mod:`ilnrun.config.typed`: the resolved config as frozen parts (:class:`Experiment`);
 - :mod:`ilnrun.config.grid`: the cells of a resolved config, their keys and seeds.
 
 Grids: under ``dataset`` and ``budget.dsgd_k`` a list is an *axis* of the experiment (each value
@@ -21,9 +22,23 @@ from .grid import (
     seed_sequence,
 )
 from .schema import TOP_LEVEL, dump, load, load_yaml, resolve
+from .typed import (
+    BudgetConfig,
+    DatasetConfig,
+    EvaluationConfig,
+    Experiment,
+    FeatureMapConfig,
+    LimitsConfig,
+)
 
 __all__ = [
+    "BudgetConfig",
     "Cell",
+    "DatasetConfig",
+    "EvaluationConfig",
+    "Experiment",
+    "FeatureMapConfig",
+    "LimitsConfig",
     "ConfigError",
     "Param",
     "TOP_LEVEL",

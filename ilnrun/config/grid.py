@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..params import NEVER, key_part
+from .typed import Experiment
 
 
 def digest(obj: Any) -> str:
@@ -55,7 +57,8 @@ class Cell:
     rep: int
     method: str
     hyper: dict  # hyperparameters of this grid point (``None``: unused by this setting)
-    dsgd_k: int | None  # the budget axis value; None for learners without a budget
+    per_round: int | None  # the budget axis: features per round (``budget.dsgd_k``); None
+    # for settings that take no size from the budget
     data_id: dict | None = None  # the dataset setting as identified in keys (files by content)
 
     @property
@@ -66,31 +69,32 @@ class Cell:
     def key(self) -> dict:
         """What identifies the cell (and seeds it)."""
         hyper = key_part(LEARNERS[self.method].params, self.hyper)
-        return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.dsgd_k}
+        # the budget's entry keeps the YAML key's name: cell identities never move
+        return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.per_round}
 
     @property
     def id(self) -> str:
         return digest(self.key)[:20]
 
 
-def record_digest(cfg: dict, cell: Cell) -> str:
+def record_digest(exp: Experiment, cell: Cell) -> str:
     """Digest of everything that determines a cell's numbers: its key, the root seed, the
     feature map, the budget convention, the evaluation settings and the engine. A logged record
     whose digest differs belongs to another config and is never resumed."""
     return digest(
         {
             "key": cell.key,
-            "seed": cfg["seed"],
-            "feature_map": cfg["feature_map"],
-            "match": cfg["budget"]["match"],
-            "evaluation": cfg["evaluation"],
-            "data": _files_by_content(cfg, cell.data),
-            "engine": cfg.get("engine", "numpy"),
+            "seed": exp.seed,
+            "feature_map": exp.feature_map.as_dict(),
+            "match": exp.budget.match,
+            "evaluation": exp.evaluation.as_dict(),
+            "data": _files_by_content(exp, cell.data),
+            "engine": exp.engine,
         }
     )
 
 
-def _files_by_content(cfg: dict, setting: dict) -> dict:
+def _files_by_content(cfg: Mapping, setting: dict) -> dict:
     """The setting with each data file's path replaced by its content digest (the setting itself
     when it names no file): a file moved or renamed with the same bytes changes no record."""
     files = cfg.get("inputs", {})
@@ -157,14 +161,14 @@ def method_grid(spec_name: str, params: dict) -> list[dict]:
     return out
 
 
-def cells(cfg: dict) -> list[Cell]:
+def cells(exp: Experiment) -> list[Cell]:
     """All cells, ordered so that cells sharing a dataset instance are consecutive."""
     out: list[Cell] = []
-    budgets = as_list(cfg["budget"]["dsgd_k"])
-    for data in dataset_settings(cfg):
-        data_id = data_identity(cfg, data)
-        for rep in range(cfg["repetitions"]):
-            for method, params in cfg["methods"].items():
+    budgets = exp.budget.per_round
+    for data in dataset_settings(exp):
+        data_id = data_identity(exp, data)
+        for rep in range(exp.repetitions):
+            for method, params in exp.methods.items():
                 spec = LEARNERS[method]
                 grid = method_grid(method, params)
                 for k in budgets:

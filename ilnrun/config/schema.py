@@ -12,6 +12,7 @@ import itertools
 import math
 import os
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ import yaml
 
 from ..budget import MATCHES, derive
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
-from ..engines import ENGINES
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
 from ..params import (
@@ -34,7 +34,9 @@ from ..params import (
     unknown,
 )
 from ..safe_yaml import YamlLimitError, load_bounded
+from ..theory import KERNEL_DIAGNOSTICS_MAX_T, PRIMAL_EVALUATION_ABOVE_T, kernel_diagnostics_bytes
 from . import grid
+from .typed import Experiment
 
 BUDGET_PARAMS = (
     Param(
@@ -82,7 +84,8 @@ EVALUATION_PARAMS = (
         "float",
         None,
         "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
-        "f with |f|_H <= B in hindsight (exact kernel, O(T^3) per dataset; null: not computed)",
+        "f with |f|_H <= B in hindsight (exact: O(T^3) per dataset with the T x T kernel, up to "
+        "T = 20 000; O(T D^2) in the coordinate map's primal; null: not computed)",
         min=0,
         min_exclusive=True,
         listable=False,
@@ -139,15 +142,24 @@ LIMITS_PARAMS = (
         special=(None,),
     ),
 )
+ENGINES = ("numpy", "jax")  # ilnrun.engines executes each
+DEFAULT_ENGINE = "numpy"
 ENGINE = Param(
     "engine",
     "str",
-    "numpy",
+    DEFAULT_ENGINE,
     "implementation of the learners: 'numpy' (reference) or 'jax' (lockstep batches on CPU or "
     "GPU; pip install 'ilnrun[jax]'); equal in distribution, not bit for bit",
     choices=ENGINES,
     listable=False,
 )
+
+
+def engine_of(cfg) -> str:
+    """The engine of a resolved config (``numpy`` when it names none)."""
+    return cfg.get("engine", DEFAULT_ENGINE)
+
+
 TOP_LEVEL = (
     "name",
     "description",
@@ -206,16 +218,21 @@ def load_yaml(path: str | Path) -> Any:
     return doc
 
 
-def load(path: str | Path) -> dict:
+def load(path: str | Path) -> Experiment:
     """Load and resolve a config file (the experiment name defaults to the file's stem; relative
     data paths are relative to the file's folder)."""
     p = Path(path)
     return resolve(load_yaml(p), default_name=p.stem, base_dir=p.resolve().parent)
 
 
-def dump(cfg: dict) -> str:
+def dump(cfg: Mapping) -> str:
+    """The resolved config as YAML (``config.yaml``)."""
     return yaml.safe_dump(
-        cfg, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+        cfg.as_dict() if isinstance(cfg, Experiment) else cfg,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
     )
 
 
@@ -244,8 +261,12 @@ def _check_name(name: Any, problems: list) -> None:
         )
 
 
-def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None = None) -> dict:
-    """Validate a raw config mapping and return it with every default filled in."""
+def resolve(
+    raw: dict, default_name: str = "experiment", base_dir: Path | None = None
+) -> Experiment:
+    """Validate a raw config mapping; return the experiment with every default filled in, as
+    frozen parts (:class:`~ilnrun.config.typed.Experiment`; its ``as_dict()`` is the resolved
+    mapping)."""
     problems: list[tuple[str, str]] = []
     for key in raw:
         if key not in TOP_LEVEL and key not in DERIVED:
@@ -272,7 +293,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
-    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", "numpy"), "engine", problems)
+    cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
     methods = raw.get("methods")
     cfg["methods"] = {}
     if methods is None:
@@ -303,7 +324,7 @@ def resolve(raw: dict, default_name: str = "experiment", base_dir: Path | None =
         _cross_checks(cfg, problems)
     if problems:
         raise ConfigError(problems)
-    return cfg
+    return Experiment.from_dict(cfg)
 
 
 def data_lines(cfg: dict) -> list[str]:
@@ -383,10 +404,40 @@ def _cross_checks(cfg: dict, problems: list) -> None:
                             f"gives {size.name} = {b.size(size.name)} < 1 for T={T} ({name})",
                         )
                     )
+    _engine_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
     if not problems:
         _resource_checks(cfg, problems)
+
+
+def has_jax_twin(fmap_cls: type[FeatureMap]) -> bool:
+    """Whether a feature map provides its jax twin (``jax_sample``, ``jax_point`` and
+    ``jax_pairs`` of its own, not the base class's)."""
+    return all(
+        getattr(fmap_cls, name).__func__ is not getattr(FeatureMap, name).__func__
+        for name in ("jax_sample", "jax_point", "jax_pairs")
+    )
+
+
+def _engine_checks(cfg: dict, problems: list) -> None:
+    """``engine: jax`` (or ``--engine jax``) needs the feature map's jax twin when a configured
+    learner has a jax pass (the passes draw and evaluate features with it): a map without one is
+    refused, named. A learner without a jax pass is not refused: it runs its numpy ``fit``
+    (docs/architecture.md §8)."""
+    if engine_of(cfg) != "jax":
+        return
+    fm = cfg["feature_map"]["kind"]
+    with_pass = [n for n in cfg["methods"] if "jax" in LEARNERS[n].engines]
+    if with_pass and not has_jax_twin(FEATURE_MAPS[fm]):
+        problems.append(
+            (
+                "feature_map.kind",
+                f"feature map {fm!r} has no jax twin, which the jax engine needs for "
+                f"{', '.join(with_pass)}; use engine: numpy (--engine numpy) or a map with one "
+                f"({', '.join(k for k, c in FEATURE_MAPS.items() if has_jax_twin(c))})",
+            )
+        )
 
 
 def _dataset_checks(cfg: dict, problems: list) -> None:
@@ -451,10 +502,14 @@ def _feature_map_checks(cfg: dict, problems: list) -> None:
 
 def largest_cell(cfg: dict) -> dict:
     """Estimates for the largest cell of a config: its memory (bytes: dataset, learner,
-    evaluation) and its training work (feature or kernel evaluations)."""
+    evaluation, the regret's diagnostics), its training work (feature or kernel evaluations)
+    and ``diagnostics_n``, the order of the largest matrix the regret decomposes (0: none)."""
     fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
     ev = cfg["evaluation"]
-    worst = {"memory": 0, "evaluations": 0}
+    regret = ev["regret_B"] is not None and any(
+        LEARNERS[name].exact_online_loss is not None for name in cfg["methods"]
+    )
+    worst = {"memory": 0, "evaluations": 0, "diagnostics_n": 0}
     for setting in grid.dataset_settings(cfg):
         T = int(setting["T"])
         D = int(setting.get("D", 0)) or 64  # tables: columns are few; a generous guess
@@ -463,7 +518,13 @@ def largest_cell(cfg: dict) -> dict:
         n_test = int(n_test) if isinstance(n_test, int) else 10 * (T + n_val)
         rows = T + n_val + n_test
         data_bytes = 3 * 8 * rows * D  # the inputs and the temporaries that make them
+        p = fmap.primal_dim(D)
         kernel_bytes = 8 * (n_val + n_test) * T if fmap.has_kernel else 0
+        if p is not None and T > PRIMAL_EVALUATION_ABOVE_T:  # exact predictions in the primal
+            kernel_bytes = 8 * (n_val + n_test)
+        if regret:  # theory.py: the T x T (or p x p) matrices of the comparator and the replay
+            kernel_bytes += kernel_diagnostics_bytes(T, p)
+            worst["diagnostics_n"] = max(worst["diagnostics_n"], T if p is None else min(T, p))
         # Algorithm-2 estimates: chunks of about 2^20 (point, sample) pairs, at least one point
         pairs = max(min(1 << 20, ev["m_test"] * max(1, n_test)), ev["m_test"])
         estimate_bytes = 8 * pairs * (fmap.param_floats(D) + 4)
@@ -506,6 +567,18 @@ def _resource_checks(cfg: dict, problems: list) -> None:
         return
     cap = lim["max_memory_gb"] or 0.8 * _machine_memory_gb()
     est = largest_cell(cfg)
+    if est["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
+        problems.append(
+            (
+                "evaluation.regret_B",
+                f"the regret needs the {est['diagnostics_n']:,} x {est['diagnostics_n']:,} "
+                f"training kernel and its O(T^3) eigendecomposition, beyond the limit T = "
+                f"{KERNEL_DIAGNOSTICS_MAX_T:,} of the kernel-matrix diagnostics (feature map "
+                f"{cfg['feature_map']['kind']!r} has no finite primal of smaller dimension); "
+                "lower T or set evaluation.regret_B to null",
+            )
+        )
+        return
     gb = est["memory"] / 2**30
     if gb > cap:
         problems.append(

@@ -27,12 +27,13 @@ How a run proceeds:
    ``TIMEOUT_CHUNK`` and the limit is checked between chunks, for the batch as a whole (it
    starts when the batch starts): when it has passed, every cell of the batch still running
    stops there and is recorded ``timed_out``.
-5. **Evaluation** is the numpy engine's (:func:`ilnrun.runner.finish_cell`) on the returned
+5. **Evaluation** is every engine's (:func:`ilnrun.cell.finish`) on the returned
    predictors, with the cell's own evaluation seed: exact kernel evaluation and Algorithm-2 test
    estimates are the same code and draws as with numpy. ``wall_s`` of a cell is its batch's
    training time divided by the batch's cells.
 
-A learner without a jax module runs with its numpy ``fit`` (one cell at a time).
+A learner without a jax module runs with its numpy ``fit`` (one cell at a time,
+:func:`ilnrun.cell.run_cell`).
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import runner as R
-from ..config import Cell, digest
-from ..config.grid import seed_sequence
+from ..cell import CellPlan, Instance, finish, guarded, make_instance, plan, run_cell, seeds
+from ..config import Cell, Experiment, digest
+from ..learners.jax_pass import Round
 from .jax_env import setup
 
 MEMORY_ENV = "ILNRUN_JAX_MEMORY_MB"
@@ -63,10 +64,10 @@ def memory_budget() -> int:
     return int(mb * 2**20)
 
 
-def cell_key(cfg: dict, cell: Cell) -> np.ndarray:
+def cell_key(seed: int, cell: Cell) -> np.ndarray:
     """The cell's jax key (raw ``uint32[2]``) from its own seed sequence: the numpy engine's
-    ``fit`` seed (the first child of :func:`~ilnrun.config.grid.seed_sequence`)."""
-    fit_ss, _ = seed_sequence(cfg["seed"], cell.key).spawn(2)
+    ``fit`` seed (:func:`ilnrun.cell.seeds`)."""
+    fit_ss, _ = seeds(seed, cell)
     return fit_ss.generate_state(2, np.uint32)
 
 
@@ -74,12 +75,12 @@ def cell_key(cfg: dict, cell: Cell) -> np.ndarray:
 class Wave:
     """Instances whose training data are stacked for the batches of their cells."""
 
-    instances: list  # runner.Instance, in order
+    instances: list[Instance]  # in order
     cells: list[list[Cell]]  # the pending cells of each instance
     T: int
 
 
-def _waves(cfg: dict, pending: list[Cell], budget: int) -> Iterator[Wave]:
+def _waves(exp: Experiment, pending: list[Cell], budget: int) -> Iterator[Wave]:
     """Consecutive instances with equal ``T``, as many as fit ``budget`` (at least one)."""
     groups: dict[str, list[Cell]] = {}
     for c in pending:
@@ -87,7 +88,7 @@ def _waves(cfg: dict, pending: list[Cell], budget: int) -> Iterator[Wave]:
     wave: Wave | None = None
     size = 0
     for cells in groups.values():
-        inst = R.make_instance(cfg, cells[0])
+        inst = make_instance(exp.seed, exp.feature_map, cells[0])
         d = inst.data
         nbytes = sum(a.nbytes for a in (d.X_train, d.X_val, d.X_test)) + 8 * len(d.y_train) ** 2
         T = len(d.y_train)
@@ -127,9 +128,10 @@ _PROGRAMS: dict[tuple, tuple[Callable, Callable]] = {}
 
 
 def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
-    """``(init, run)`` compiled functions of a shape: ``init(data, cells) -> carry`` and
-    ``run(data, cells, carry, t0) -> carry`` (rounds ``t0 .. t0 + chunk - 1``; rounds past
-    ``T`` change nothing)."""
+    """``(init, run)`` compiled functions of a shape: ``init(data, cells) -> state`` and
+    ``run(data, cells, state, t0) -> state`` (rounds ``t0 .. t0 + chunk - 1``; rounds past
+    ``T`` change nothing). The learner's pass follows
+    :class:`~ilnrun.learners.jax_pass.JaxPass`."""
     key = (jaxmod.__name__, st, T, width, fmap_cls, chunk)
     if key in _PROGRAMS:
         return _PROGRAMS[key]
@@ -137,14 +139,17 @@ def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
     import jax.numpy as jnp
     from jax import lax
 
+    def ctx(data, cell) -> Round:
+        return Round(st, T, width, fmap_cls, data, cell)
+
     def init(data, cells):
-        return jax.vmap(lambda cell: jaxmod.init(st, T, width, fmap_cls, data, cell))(cells)
+        return jax.vmap(lambda cell: jaxmod.init(ctx(data, cell)))(cells)
 
     fix = getattr(jaxmod, "fixup", None)
 
-    def run(data, cells, carry, t0):
+    def run(data, cells, state, t0):
         one = jax.vmap(
-            lambda cell, c, t: jaxmod.step(st, T, width, fmap_cls, data, cell, c, t),
+            lambda cell, c, t: jaxmod.step(ctx(data, cell), c, t),
             in_axes=(0, 0, None),
         )
 
@@ -152,8 +157,8 @@ def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
             c = one(cells, c, t)
             return (fix(st, c) if fix is not None else c), None
 
-        carry, _ = lax.scan(body, carry, t0 + jnp.arange(chunk))
-        return carry
+        state, _ = lax.scan(body, state, t0 + jnp.arange(chunk))
+        return state
 
     _PROGRAMS[key] = (jax.jit(init), jax.jit(run, donate_argnums=(2,)))
     return _PROGRAMS[key]
@@ -168,8 +173,9 @@ def run_batch(
     data: dict,
     cells: dict[str, np.ndarray],
     limit: float | None = None,
-) -> list[dict]:
-    """One lockstep batch: the final state of each cell (numpy arrays), in order. ``cells``
+) -> list[tuple]:
+    """One lockstep batch: the final state of each cell (the pass's ``State`` of numpy arrays),
+    in order. ``cells``
     holds per-cell arrays (first axis: the batch): ``inst``, ``key`` and the module's
     ``inputs``."""
     jax = setup()
@@ -187,38 +193,59 @@ def run_batch(
                 break
     out = jax.device_get(carry)
     n = len(cells["inst"])
-    return [{k: v[j] for k, v in out.items()} for j in range(n)]
+    return [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(n)]
 
 
-def execute_jax(cfg: dict, pending: list[Cell], on_record, memory: int | None = None) -> None:
+@dataclass(frozen=True)
+class Member:
+    """A pending cell of a wave: its plan, its instance and its learner's jax pass."""
+
+    plan: CellPlan
+    inst: Instance
+    jaxmod: object  # a module following ilnrun.learners.jax_pass.JaxPass
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one compiled program of a wave is for: the learner's jax pass, its static settings,
+    the rounds ``T`` and the padded width, and the wave's shared ``data``."""
+
+    jaxmod: object
+    static: tuple
+    T: int
+    width: int
+    data: dict
+
+
+def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | None = None) -> None:
     """Run ``pending`` cells on the jax engine and hand each record to ``on_record``."""
     from threadpoolctl import threadpool_limits
 
     setup()
     budget = memory_budget() if memory is None else memory
-    limit = cfg["limits"]["cell_timeout_s"]
-    waves = list(_waves(cfg, pending, budget))
+    limit = exp.limits.cell_timeout_s
+    waves = list(_waves(exp, pending, budget))
     n_inst = max((len(w.instances) for w in waves), default=1)
     for wave in waves:
-        shapes: dict[tuple, list] = {}
+        shapes: dict[tuple, list[Member]] = {}
         for inst, cells in zip(wave.instances, wave.cells, strict=True):
             for cell in cells:
-                plan = R.plan_cell(cfg, cell, inst)
-                jaxmod = plan[0].engine("jax")
+                p = plan(exp.budget, cell, inst)
+                jaxmod = p.spec.engine("jax")
                 if jaxmod is None:  # no jax pass: the numpy one
                     with threadpool_limits(1):
-                        on_record(R.run_cell(cfg, cell))
+                        on_record(run_cell(exp, cell))
                     continue
-                key = (cell.method, jaxmod.static(plan[3]))
-                shapes.setdefault(key, []).append((cell, inst, plan, jaxmod))
+                key = (cell.method, jaxmod.static(p.args))
+                shapes.setdefault(key, []).append(Member(p, inst, jaxmod))
         index = {id(inst): j for j, inst in enumerate(wave.instances)}
         for (_, st), members in shapes.items():
-            spec, T = members[0][2][0], members[0][2][1]
-            jaxmod = members[0][3]
+            first = members[0]
+            spec, T = first.plan.spec, first.plan.T
             data, width = _stack(wave, n_inst, spec.needs_kernel)
-            size = members[0][2][3].get(spec.budget.name, 0) if spec.budget else 0
-            w = type(members[0][1].fmap).param_floats(width)
-            per_cell = 3 * (spec.memory(size, T, w) if spec.memory else 64 * T)
+            shape = Shape(first.jaxmod, st, T, width, data)
+            w = type(first.inst.fmap).param_floats(width)
+            per_cell = 3 * (spec.memory(first.plan.size(), T, w) if spec.memory else 64 * T)
             data_bytes = sum(a.nbytes for a in (data["X"], data["y"], data.get("K", data["y"])))
             cap = max(1, (budget - data_bytes) // per_cell)
             cap = max(BATCH_QUANTUM, cap - cap % BATCH_QUANTUM)
@@ -227,28 +254,37 @@ def execute_jax(cfg: dict, pending: list[Cell], on_record, memory: int | None = 
             cap = min(cap, BATCH_QUANTUM * math.ceil(full / BATCH_QUANTUM))
             for b0 in range(0, len(members), cap):
                 batch = members[b0 : b0 + cap]
-                args = (index, st, T, width, data, jaxmod, limit, cap)
-                _run_members(cfg, batch, *args, on_record)
+                _run_members(exp, batch, index, shape, limit, cap, on_record)
 
 
-def _run_members(cfg, batch, index, st, T, width, data, jaxmod, limit, size, on_record) -> None:
-    """Run one batch of ``(cell, instance, plan, module)``, padded to ``size`` cells, and record
-    every cell."""
+def _run_members(
+    exp: Experiment,
+    batch: list[Member],
+    index: dict,
+    shape: Shape,
+    limit: float | None,
+    size: int,
+    on_record,
+) -> None:
+    """Run one batch of members of ``shape``, padded to ``size`` cells, and record every
+    cell."""
     from threadpoolctl import threadpool_limits
 
     n = len(batch)
     padded = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
     rows = batch + [batch[0]] * (padded - n)
-    ins = [jaxmod.inputs(plan[3], T) for _, _, plan, _ in rows]
+    T, jaxmod = shape.T, shape.jaxmod
+    ins = [jaxmod.inputs(m.plan.args, T) for m in rows]
     cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
-    cells["inst"] = np.array([index[id(inst)] for _, inst, _, _ in rows], dtype=np.int64)
-    cells["key"] = np.stack([cell_key(cfg, cell) for cell, _, _, _ in rows])
-    fmap_cls = type(batch[0][1].fmap)
+    cells["inst"] = np.array([index[id(m.inst)] for m in rows], dtype=np.int64)
+    cells["key"] = np.stack([cell_key(exp.seed, m.plan.cell) for m in rows])
+    fmap_cls = type(batch[0].inst.fmap)
     t0 = perf_counter()
-    outs = run_batch(jaxmod, st, T, width, fmap_cls, data, cells, limit)
+    outs = run_batch(jaxmod, shape.static, T, shape.width, fmap_cls, shape.data, cells, limit)
     wall = (perf_counter() - t0) / n
     with threadpool_limits(1):
-        for (cell, inst, plan, _), out in zip(batch, outs, strict=False):
-            res, reason = R._guarded("fit", jaxmod.result, st, plan[3], out, inst.fmap, T)
-            _, eval_ss = seed_sequence(cfg["seed"], cell.key).spawn(2)
-            on_record(R.finish_cell(cfg, cell, inst, plan, res, reason, wall, eval_ss))
+        for m, out in zip(batch, outs, strict=False):
+            res, reason = guarded(
+                "fit", jaxmod.result, shape.static, m.plan.args, out, m.inst.fmap, T
+            )
+            on_record(finish(exp, m.plan, m.inst, res, reason, wall))

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 
@@ -241,7 +242,8 @@ class LearnerSpec:
       ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
       ``None`` plus the budget size); ``uses_budget(h)`` whether a setting takes the budget
       size; ``diagnostics(res, args, T)`` extra columns of a row; ``exact_online_loss(res, K,
-      y)`` the pass's online loss with every prediction evaluated exactly (for the regret of
+      y)`` the pass's online loss with every prediction evaluated exactly, ``K`` the training
+      kernel (:class:`ilnrun.theory.TrainKernel`: matrix or primal; for the regret of
       Theorem 1; learners without it get no regret); ``notes(settings, Ts)`` lines for
       ``ilnrun validate``; ``curve(res, t)`` extra learning-curve columns; ``memory(size, T,
       w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
@@ -265,7 +267,7 @@ class LearnerSpec:
     uses_budget: Callable[[dict], bool] | None = None
     arguments: Callable[[dict, int | None, int], dict] | None = None
     diagnostics: Callable[[FitResult, dict, int], dict] | None = None
-    exact_online_loss: Callable[[FitResult, np.ndarray, np.ndarray], float] | None = None
+    exact_online_loss: Callable[[FitResult, Any, np.ndarray], float] | None = None
     notes: Callable[[list[dict], list[int]], list[str]] | None = None
     curve: Callable[[FitResult, np.ndarray], dict] | None = None
     memory: Callable[..., int] | None = None

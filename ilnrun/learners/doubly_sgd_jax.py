@@ -14,20 +14,43 @@ A round evaluates all ``k T`` slots (twice numpy's ``k t`` on average; the padde
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..engines.jax_ops import tree_dot
+from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
 from .doubly_sgd import RESCALE_BELOW
+from .jax_pass import Round
 
 
-def static(args: dict) -> tuple:
-    """``(k,)``."""
-    return (int(args["k"]),)
+class Static(NamedTuple):
+    """Features drawn per round."""
+
+    k: int
+
+
+class State(NamedTuple):
+    """The ``k T`` parameter slots ``W`` and coefficients ``c`` (``alpha = s c``), the losses, the
+    counters and the flags."""
+
+    W: jnp.ndarray
+    c: jnp.ndarray
+    losses: jnp.ndarray
+    s: jnp.ndarray
+    train_evals: jnp.ndarray
+    features: jnp.ndarray
+    rounds: jnp.ndarray
+    alive: jnp.ndarray
+    diverged: jnp.ndarray
+
+
+def static(args: dict) -> Static:
+    return Static(k=int(args["k"]))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
@@ -36,79 +59,78 @@ def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
     return {"etas": np.asarray(gammas, dtype=np.float64), "nu": np.float64(args.get("nu", 0.0))}
 
 
-def init(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict) -> dict:
+def init(ctx: Round) -> State:
     """No feature yet: ``c = 0``, ``s = 1``; ``W`` holds placeholders of the map's shape."""
-    (k,) = st
-    p = {key: v[cell["inst"]] for key, v in data["fmap"].items()}
-    shape = fmap_cls.jax_sample(jnp.zeros(2, dtype=jnp.uint32), 1, width, p)
+    k, T = ctx.static.k, ctx.T
+    shape = ctx.fmap_cls.jax_sample(jnp.zeros(2, dtype=jnp.uint32), 1, ctx.width, ctx.fmap_params())
     W = jnp.zeros((k * T, *shape.shape[1:]), dtype=shape.dtype)
-    return {
-        "W": W,
-        "c": jnp.zeros(k * T),
-        "losses": jnp.zeros(T),
-        "s": jnp.float64(1.0),
-        "train_evals": jnp.int64(0),
-        "features": jnp.int64(0),
-        "rounds": jnp.int64(0),
-        "alive": jnp.bool_(True),
-        "diverged": jnp.bool_(False),
-    }
+    return State(
+        W=W,
+        c=jnp.zeros(k * T),
+        losses=jnp.zeros(T),
+        s=jnp.float64(1.0),
+        train_evals=jnp.int64(0),
+        features=jnp.int64(0),
+        rounds=jnp.int64(0),
+        alive=jnp.bool_(True),
+        diverged=jnp.bool_(False),
+    )
 
 
-def round_given(st: tuple, T: int, fmap_cls, data: dict, cell: dict, c: dict, t, omega) -> dict:
+def round_given(ctx: Round, c: State, t, omega) -> State:
     """Round ``t`` given its ``k`` drawn parameters ``omega``."""
-    (k,) = st
+    k, T, data, cell = ctx.static.k, ctx.T, ctx.data, ctx.cell
     inst = cell["inst"]
     x_t = data["X"][inst, t]
     y_t = data["y"][inst, t]
     gamma = cell["etas"][t]
-    valid = c["alive"] & (t < T)
-    f_t = c["s"] * tree_dot(c["c"], fmap_cls.jax_point(x_t, c["W"]))
+    valid = c.alive & (t < T)
+    f_t = c.s * tree_dot(c.c, ctx.fmap_cls.jax_point(x_t, c.W))
     loss = 0.5 * (f_t - y_t) ** 2
     div = ~(jnp.abs(f_t) <= DIVERGENCE_BOUND)
     update = valid & ~div
     n_old = k * jnp.minimum(t, T - 1)
-    psi_new = fmap_cls.jax_point(x_t, omega) * (-gamma * (f_t - y_t))
+    psi_new = ctx.fmap_cls.jax_point(x_t, omega) * (-gamma * (f_t - y_t))
     if k != 1:
         psi_new = psi_new / k
     factor = 1.0 - gamma * cell["nu"]
     pos = factor > 0.0
-    s = jnp.where(update & pos, c["s"] * factor, c["s"])
-    coef = jnp.where(update & ~pos, c["c"] * factor, c["c"])
+    s = jnp.where(update & pos, c.s * factor, c.s)
+    coef = jnp.where(update & ~pos, c.c * factor, c.c)
     coef = lax.dynamic_update_slice(coef, jnp.where(update, psi_new / s, 0.0), (n_old,))
-    W = lax.dynamic_update_slice(c["W"], omega, (n_old,) + (0,) * (omega.ndim - 1))
+    W = lax.dynamic_update_slice(c.W, omega, (n_old,) + (0,) * (omega.ndim - 1))
     small = update & (s < RESCALE_BELOW)
     coef = jnp.where(small, coef * s, coef)
     s = jnp.where(small, 1.0, s)
     tt = jnp.minimum(t, T - 1)
-    return {
-        "W": jnp.where(update, W, c["W"]),
-        "c": coef,
-        "losses": c["losses"].at[tt].set(jnp.where(valid, loss, c["losses"][tt])),
-        "s": s,
-        "train_evals": c["train_evals"] + jnp.where(valid, k * t, 0) + jnp.where(update, k, 0),
-        "features": c["features"] + jnp.where(update, k, 0),
-        "rounds": c["rounds"] + valid,
-        "alive": c["alive"] & ~(valid & div),
-        "diverged": c["diverged"] | (valid & div),
-    }
+    return State(
+        W=jnp.where(update, W, c.W),
+        c=coef,
+        losses=c.losses.at[tt].set(jnp.where(valid, loss, c.losses[tt])),
+        s=s,
+        train_evals=c.train_evals + jnp.where(valid, k * t, 0) + jnp.where(update, k, 0),
+        features=c.features + jnp.where(update, k, 0),
+        rounds=c.rounds + valid,
+        alive=c.alive & ~(valid & div),
+        diverged=c.diverged | (valid & div),
+    )
 
 
-def step(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict, c: dict, t) -> dict:
+def step(ctx: Round, c: State, t) -> State:
     """Round ``t``: ``omega ~ mu`` from ``fold_in(key, t)``, then :func:`round_given`."""
-    p = {key: v[cell["inst"]] for key, v in data["fmap"].items()}
-    omega = fmap_cls.jax_sample(jax.random.fold_in(cell["key"], t), st[0], width, p)
-    return round_given(st, T, fmap_cls, data, cell, c, t, omega)
+    key = jax.random.fold_in(ctx.cell["key"], t)
+    omega = ctx.fmap_cls.jax_sample(key, ctx.static.k, ctx.width, ctx.fmap_params())
+    return round_given(ctx, c, t, omega)
 
 
-def result(st: tuple, args: dict, out: dict, fmap, T: int) -> FitResult:
+def result(st: Static, args: dict, out: State, fmap, T: int) -> FitResult:
     """The numpy :class:`FitResult` of one cell from its final state."""
-    (k,) = st
-    n = int(out["rounds"])
-    diverged = bool(out["diverged"])
+    k = st.k
+    n = int(out.rounds)
+    diverged = bool(out.diverged)
     counters = new_counters()
-    counters.update(train_evals=int(out["train_evals"]), features_sampled=int(out["features"]))
+    counters.update(train_evals=int(out.train_evals), features_sampled=int(out.features))
     n_feat = k * n if not diverged else k * (n - 1)
-    W = fmap.from_jax(out["W"][:n_feat])
-    predictor = FeatureExpansion(W, float(out["s"]) * out["c"][:n_feat], fmap)
-    return FitResult(predictor, out["losses"][:n], counters, diverged, n < T and not diverged)
+    W = fmap.from_jax(out.W[:n_feat])
+    predictor = FeatureExpansion(W, float(out.s) * out.c[:n_feat], fmap)
+    return FitResult(predictor, out.losses[:n], counters, diverged, n < T and not diverged)

@@ -10,16 +10,34 @@ Counters: ``kernel_evals = sum_t t`` over the rounds played.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import numpy as np
 
-from ..engines.jax_ops import tree_dot
+from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
+from .jax_pass import Round
 
 
-def static(args: dict) -> tuple:
-    return ()
+class Static(NamedTuple):
+    """Nothing fixes the program beyond ``T`` (one program per ``T``)."""
+
+
+class State(NamedTuple):
+    """``alpha`` (``T``; 0 for rounds not played), the losses, the counters and the flags."""
+
+    alpha: jnp.ndarray
+    losses: jnp.ndarray
+    kernel_evals: jnp.ndarray
+    rounds: jnp.ndarray
+    alive: jnp.ndarray
+    diverged: jnp.ndarray
+
+
+def static(args: dict) -> Static:
+    return Static()
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
@@ -28,45 +46,47 @@ def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
     return {"etas": np.asarray(etas, dtype=np.float64)}
 
 
-def init(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict) -> dict:
-    return {
-        "alpha": jnp.zeros(T),
-        "losses": jnp.zeros(T),
-        "kernel_evals": jnp.int64(0),
-        "rounds": jnp.int64(0),
-        "alive": jnp.bool_(True),
-        "diverged": jnp.bool_(False),
-    }
+def init(ctx: Round) -> State:
+    T = ctx.T
+    return State(
+        alpha=jnp.zeros(T),
+        losses=jnp.zeros(T),
+        kernel_evals=jnp.int64(0),
+        rounds=jnp.int64(0),
+        alive=jnp.bool_(True),
+        diverged=jnp.bool_(False),
+    )
 
 
-def step(st: tuple, T: int, width: int, fmap_cls, data: dict, cell: dict, c: dict, t) -> dict:
+def step(ctx: Round, c: State, t) -> State:
     """Round ``t`` of kernel OGD."""
+    T, data, cell = ctx.T, ctx.data, ctx.cell
     inst = cell["inst"]
     tt = jnp.minimum(t, T - 1)
     y_t = data["y"][inst, tt]
-    valid = c["alive"] & (t < T)
-    yhat = tree_dot(data["K"][inst, tt], c["alpha"])
+    valid = c.alive & (t < T)
+    yhat = tree_dot(data["K"][inst, tt], c.alpha)
     div = ~(jnp.abs(yhat) <= DIVERGENCE_BOUND)
     update = valid & ~div
     a_t = cell["etas"][tt] * (y_t - yhat)
-    return {
-        "alpha": c["alpha"].at[tt].set(jnp.where(update, a_t, c["alpha"][tt])),
-        "losses": c["losses"].at[tt].set(jnp.where(valid, 0.5 * (yhat - y_t) ** 2, 0.0)),
-        "kernel_evals": c["kernel_evals"] + jnp.where(valid, t, 0),
-        "rounds": c["rounds"] + valid,
-        "alive": c["alive"] & ~(valid & div),
-        "diverged": c["diverged"] | (valid & div),
-    }
+    return State(
+        alpha=c.alpha.at[tt].set(jnp.where(update, a_t, c.alpha[tt])),
+        losses=c.losses.at[tt].set(jnp.where(valid, 0.5 * (yhat - y_t) ** 2, 0.0)),
+        kernel_evals=c.kernel_evals + jnp.where(valid, t, 0),
+        rounds=c.rounds + valid,
+        alive=c.alive & ~(valid & div),
+        diverged=c.diverged | (valid & div),
+    )
 
 
-def result(st: tuple, args: dict, out: dict, fmap, T: int) -> FitResult:
-    n = int(out["rounds"])
-    diverged = bool(out["diverged"])
+def result(st: Static, args: dict, out: State, fmap, T: int) -> FitResult:
+    n = int(out.rounds)
+    diverged = bool(out.diverged)
     counters = new_counters()
-    counters["kernel_evals"] = int(out["kernel_evals"])
+    counters["kernel_evals"] = int(out.kernel_evals)
     return FitResult(
-        KernelExpansion(out["alpha"][:n]),
-        out["losses"][:n],
+        KernelExpansion(out.alpha[:n]),
+        out.losses[:n],
         counters,
         diverged,
         n < T and not diverged,

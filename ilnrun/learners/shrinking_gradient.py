@@ -41,7 +41,7 @@ import numpy as np
 from ..features import FeatureMap
 from ..params import Param
 from ..schedules import step_sizes
-from ..theory import lemma5_ratio, sg_exact_online_predictions
+from ..theory import TrainKernel, lemma5_ratio
 from .base import (
     STEP_PARAMS,
     BudgetSize,
@@ -277,9 +277,10 @@ def _diagnostics(res: FitResult, args: dict, T: int) -> dict:
     return {"lemma5_max_ratio": lemma5_ratio(res.extras["alpha_l1"], etas, args["B"])}
 
 
-def _exact_online_loss(res: FitResult, K: np.ndarray, y: np.ndarray) -> float:
-    """``sum_t 0.5 (f_t(x_t) - y_t)^2`` with ``f_t`` evaluated exactly (not the estimate E_t)."""
-    f = sg_exact_online_predictions(K, res.extras["alpha_new"], res.extras["shrinks_before"])
+def _exact_online_loss(res: FitResult, K: TrainKernel, y: np.ndarray) -> float:
+    """``sum_t 0.5 (f_t(x_t) - y_t)^2`` with ``f_t`` evaluated exactly (not the estimate E_t):
+    the replay of :meth:`ilnrun.theory.TrainKernel.sg_online_predictions` (primal or matrix)."""
+    f = K.sg_online_predictions(res.extras["alpha_new"], res.extras["shrinks_before"])
     return float(0.5 * np.sum((f - y) ** 2))
 
 

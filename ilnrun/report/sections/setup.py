@@ -6,11 +6,11 @@ from __future__ import annotations
 from itertools import product
 
 from ...budget import derive
+from ...cell import DIVERGED_FACTOR
 from ...config.schema import data_lines
 from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
-from ...runner import DIVERGED_FACTOR
 from ..data import ReportData, label, md_table
 
 PROTOCOL_CHOICES = (

@@ -1,0 +1,470 @@
+"""What one cell is and computes, whatever engine runs it (docs/architecture.md §3).
+
+A cell is one (dataset setting, repetition, learner, setting[, budget]) of the grid
+(:class:`ilnrun.config.Cell`). This module holds everything about a cell that does not depend on
+how cells are executed:
+
+- its **instance**: the dataset drawn from ``SeedSequence(seed, spawn_key=H(dataset setting,
+  repetition))`` (every learner and setting of a repetition sees the same data) and its feature
+  map (:func:`make_instance`, with a small per-process cache in :func:`instance`);
+- its **plan** (:class:`CellPlan`): the learner's spec, the rounds ``T``, the matched budget and
+  the ``fit`` keywords the spec derives from the setting;
+- its **seeds** (:func:`seeds`): the training and evaluation children of
+  ``SeedSequence(seed, spawn_key=H(cell))``;
+- the **numeric guard** (:func:`guarded`): an overflow, a division by zero or a math /
+  linear-algebra domain error marks the cell ``diverged`` (``diverged_reason`` says where) with
+  infinite losses; the run goes on (docs/protocol.md §4);
+- the **numpy pass** (:func:`fit_numpy`), then :func:`finish`: evaluation (:func:`evaluate`),
+  the data-only yardsticks (:func:`reference_losses`), the learner's diagnostics and the regret
+  (:func:`diagnostics`), the divergence rules (:func:`blown_up`) and the record (row of
+  ``runs.csv``, learning curve, digest).
+
+Engines (:mod:`ilnrun.engines`) stand on this module: each produces a ``FitResult`` per cell and
+hands it to :func:`finish`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from .budget import Budget, derive
+from .config import (
+    BudgetConfig,
+    Cell,
+    EvaluationConfig,
+    Experiment,
+    FeatureMapConfig,
+    LimitsConfig,
+    digest,
+    record_digest,
+)
+from .config.grid import seed_sequence
+from .datasets import Dataset, build_dataset
+from .features import FeatureMap, build_feature_map
+from .learners import LEARNERS, hyper_columns, size_columns
+from .learners.base import FitResult, KernelExpansion, LearnerSpec, new_counters
+from .theory import TrainKernel, primal_evaluation, primal_predictions
+
+__all__ = [
+    "CellPlan",
+    "DIVERGED_FACTOR",
+    "Instance",
+    "NUMERIC_ERRORS",
+    "blown_up",
+    "evaluate",
+    "finish",
+    "fit_numpy",
+    "guarded",
+    "instance",
+    "make_instance",
+    "plan",
+    "reference_losses",
+    "run_cell",
+    "seeds",
+]
+
+
+@dataclass
+class Instance:
+    """A dataset instance, its feature map and a cache (kernel blocks ``k(X_split, X_train)``,
+    best-in-ball losses) shared by the cells that use the instance."""
+
+    data: Dataset
+    fmap: FeatureMap
+    cache: dict = field(default_factory=dict)
+
+    def kernel_to_train(self, split: str) -> np.ndarray:
+        if split not in self.cache:
+            X, _ = self.data.split(split)
+            self.cache[split] = self.fmap.kernel(X, self.data.X_train)
+        return self.cache[split]
+
+    def predict_exact(self, f: KernelExpansion, split: str) -> np.ndarray:
+        """``f`` on a split, exactly: in the map's primal past ``T`` = 20 000 (theory.py), else
+        with the cached kernel block."""
+        if primal_evaluation(self.fmap, len(self.data.X_train)):
+            return primal_predictions(
+                self.fmap, self.data.X_train, self.data.split(split)[0], f.alpha
+            )
+        return f.predict_exact(self.kernel_to_train(split))
+
+    def train_kernel(self) -> TrainKernel:
+        """The training kernel of the exact diagnostics (theory.py: primal or matrix)."""
+        if "train_kernel" not in self.cache:
+            self.cache["train_kernel"] = TrainKernel(self.fmap, self.data.X_train)
+        return self.cache["train_kernel"]
+
+
+_CACHE: OrderedDict[str, Instance] = OrderedDict()
+_CACHE_SIZE = 2
+
+
+def instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
+    """The dataset instance of ``cell`` (built once per process, then cached)."""
+    key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    inst = _CACHE[key] = make_instance(seed, fmap, cell)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return inst
+
+
+def make_instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
+    """Build the dataset instance of ``cell`` (root seed ``seed``) and its feature map (no
+    cache)."""
+    rng = np.random.default_rng(seed_sequence(seed, cell.data_key))
+    data = build_dataset(cell.data, rng, fmap.as_dict())
+    return Instance(data, build_feature_map(fmap.as_dict(), data.X_train))
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """What a cell's pass is: its learner's ``spec``, the rounds ``T``, the matched ``budget``
+    (``None`` for a setting that takes no size from it) and the ``fit`` keywords ``args`` the
+    spec derives from the setting (``spec.fit_arguments``: the budget size, or e.g. the theory
+    preset's ``eta`` and ``m``)."""
+
+    cell: Cell
+    spec: LearnerSpec
+    T: int
+    budget: Budget | None
+    args: dict[str, Any]
+
+    def size(self) -> int:
+        """The learner's budget size as passed to ``fit`` (``0`` for an unbudgeted learner)."""
+        return self.args.get(self.spec.budget.name, 0) if self.spec.budget else 0
+
+
+def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
+    """The plan of ``cell`` on its instance ``inst`` under the experiment's ``budget``
+    convention."""
+    spec = LEARNERS[cell.method]
+    T = len(inst.data.y_train)
+    matched = derive(budget.match, cell.per_round, T) if cell.per_round else None
+    size = matched.size(spec.budget.name) if matched is not None else None
+    return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
+
+
+def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """``(fit, evaluation)``: the two children of the cell's seed sequence under the root
+    ``seed``."""
+    fit_ss, eval_ss = seed_sequence(seed, cell.key).spawn(2)
+    return fit_ss, eval_ss
+
+
+NUMERIC_ERRORS = (
+    OverflowError,
+    FloatingPointError,
+    ZeroDivisionError,
+    ValueError,
+    np.linalg.LinAlgError,
+)
+
+
+def guarded(stage: str, fn, *args, **kwargs) -> tuple:
+    """``(fn(*args, **kwargs), None)``, or ``(None, reason)`` when it raises a numeric error."""
+    try:
+        return fn(*args, **kwargs), None
+    except NUMERIC_ERRORS as exc:
+        what = {"OverflowError": "overflow", "ZeroDivisionError": "division by zero"}.get(
+            type(exc).__name__, type(exc).__name__
+        )
+        return None, f"{what} in {stage}: {str(exc)[:80]}"
+
+
+def fit_numpy(
+    seed: int, limits: LimitsConfig, p: CellPlan, inst: Instance
+) -> tuple[FitResult | None, str | None, float]:
+    """The learner's numpy ``fit`` under the guard, with the cell's training seed and
+    ``limits.cell_timeout_s`` as its deadline: ``(result, reason, wall seconds)``."""
+    fit_ss, _ = seeds(seed, p.cell)
+    limit = limits.cell_timeout_s
+    t0 = perf_counter()
+    deadline = {} if limit is None else {"deadline": t0 + limit}
+    d = inst.data
+    rng = np.random.default_rng(fit_ss)
+    res, reason = guarded(
+        "fit", p.spec.fit, d.X_train, d.y_train, inst.fmap, rng, **p.args, **deadline
+    )
+    return res, reason, perf_counter() - t0
+
+
+def run_cell(exp: Experiment, cell: Cell) -> dict:
+    """Run one cell with its numpy pass: build (or reuse) its data, fit, evaluate; return its
+    record."""
+    inst = instance(exp.seed, exp.feature_map, cell)
+    p = plan(exp.budget, cell, inst)
+    res, reason, wall = fit_numpy(exp.seed, exp.limits, p, inst)
+    return finish(exp, p, inst, res, reason, wall)
+
+
+# ----------------------------------------------------------------------------------------------
+# evaluation, yardsticks, divergence
+
+
+def _half_sq(pred: np.ndarray, y: np.ndarray) -> float:
+    return float(0.5 * np.mean((pred - y) ** 2))
+
+
+LOSS_KEYS = (
+    "val_loss",
+    "test_loss",
+    "test_loss_avg",
+    "test_loss_estimated",
+    "test_nmse",
+    "test_nmse_estimated",
+)
+
+
+def evaluate(
+    res: FitResult, inst: Instance, evaluation: EvaluationConfig, rng: np.random.Generator
+) -> dict:
+    """Validation and test losses of a learned predictor (docs/protocol.md).
+
+    By the kind of predictor (:func:`_predict`): kernel expansions
+    (``f = sum_i alpha_i k(x_i, .)``) exactly with the closed-form kernel when the map has one
+    (``eval_mode = exact``), else with ``m_test`` Algorithm-2 samples; feature expansions
+    (``f = sum_j c_j psi(., w_j)``) exactly on their own features. A learner that also returns an
+    averaged predictor (Shrinking Gradient, Corollary 1) gets ``test_loss_avg`` and
+    ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what a user without the kernel
+    gets; on the first ``n_test_estimated`` test points).
+    """
+    out: dict = dict.fromkeys(LOSS_KEYS, math.nan)
+    out.update(test_evals=0, eval_mode="exact")
+    d = inst.data
+    m_test = evaluation.m_test
+    n_est = evaluation.n_estimated(len(d.y_test))
+    if res.diverged:
+        out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
+        return out
+    p = res.predictor
+    val, test, mode, evals = _predict(p, inst, m_test, rng)
+    out.update(eval_mode=mode, test_evals=evals)
+    if res.averaged is not None:
+        if inst.fmap.has_kernel:
+            avg = inst.predict_exact(res.averaged, "test")
+            out["test_loss_avg"] = _half_sq(avg, d.y_test)
+        # what Algorithm 2 at test time gives
+        est = (
+            test[:n_est]
+            if mode == "estimated"
+            else p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng)
+        )
+        out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
+        var = float(np.var(d.y_test[:n_est]))
+        out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
+    out["val_loss"] = _half_sq(val, d.y_val)
+    out["test_loss"] = _half_sq(test, d.y_test)
+    out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
+    return out
+
+
+def _predict(p, inst: Instance, m_test: int, rng) -> tuple[np.ndarray, np.ndarray, str, int]:
+    """``(validation predictions, test predictions, eval_mode, test evaluations per point)``.
+
+    A kernel expansion (it has ``predict_exact`` and ``predict_estimated``) is evaluated exactly
+    with the closed-form kernel when the map has one and by Algorithm 2 otherwise; any other
+    predictor — a feature expansion, or a learner's own kind — by its ``predict(X)``, exactly
+    (``evals_per_point()`` evaluations a point, when it has that method)."""
+    d, fmap = inst.data, inst.fmap
+    if hasattr(p, "predict_exact"):
+        if fmap.has_kernel:
+            val, test = inst.predict_exact(p, "val"), inst.predict_exact(p, "test")
+            return val, test, "exact", p.exact_evals_per_point()
+        val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
+        test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
+        return val, test, "estimated", 2 * m_test
+    evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0
+    return p.predict(d.X_val), p.predict(d.X_test), "exact", evals
+
+
+def reference_losses(data: Dataset, n_estimated: int | None = None) -> dict:
+    """The yardsticks of every cell (docs/protocol.md §8), from the data alone:
+
+    - ``test_loss_zero``: the zero predictor, ``½ mean y_test²`` (where every learner starts);
+    - ``test_loss_const``: the best constant predictor a learner could know, the training-label
+      mean ``ȳ_train`` predicted everywhere, ``½ mean (ȳ_train − y_test)²``;
+    - ``test_nmse_const``: its NMSE, ``mean (ȳ_train − y_test)² / var(y_test)`` (just above 1:
+      1 is the test-label mean, which no learner can know);
+    - ``test_loss_const_subset`` (given ``n_estimated``): the same constant on the first
+      ``n_estimated`` test points, the points of ``test_loss_estimated`` (so the two pair
+      exactly).
+    """
+    y, ybar = data.y_test, float(np.mean(data.y_train))
+    const = np.full_like(y, ybar)
+    var = float(np.var(y))
+    out = {
+        "test_loss_zero": _half_sq(np.zeros_like(y), y),
+        "test_loss_const": _half_sq(const, y),
+        "test_nmse_const": float(np.mean((const - y) ** 2) / var) if var > 0 else math.nan,
+    }
+    if n_estimated is not None:
+        out["test_loss_const_subset"] = _half_sq(const[:n_estimated], y[:n_estimated])
+    return out
+
+
+# A test loss more than this many times the zero predictor's marks the cell diverged
+# (docs/protocol.md §4): a learner that starts at f = 0 and ends a hundred times worse than
+# where it started has not learned, whatever its pass reported.
+DIVERGED_FACTOR = 100.0
+
+
+def blown_up(test_loss: float, test_loss_zero: float) -> bool:
+    """The divergence rule on test losses: ``test_loss > DIVERGED_FACTOR · test_loss_zero``
+    (never true when the zero predictor's loss is 0 or not finite)."""
+    return (
+        math.isfinite(test_loss_zero)
+        and test_loss_zero > 0
+        and test_loss > DIVERGED_FACTOR * test_loss_zero
+    )
+
+
+def curve_points(T: int, n: int) -> np.ndarray:
+    """Rounds (1-based) at which a learning curve is kept: ``n`` evenly spaced, always ``T``."""
+    return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
+
+
+def regret(spec: LearnerSpec, radius: float | None, res: FitResult, inst: Instance) -> dict:
+    """With ``evaluation.regret_B`` (``radius``) set: the regret against the best ``f`` in the
+    RKHS ball of that radius (Theorem 1), for learners whose spec can evaluate their online
+    predictions exactly (``exact_online_loss``); ``regret_estimated`` uses the pass's own
+    predictions."""
+    if radius is None:
+        return {}
+    out = {"best_loss_B": math.nan, "regret": math.nan, "regret_estimated": math.nan}
+    if spec.exact_online_loss is None or res.diverged or res.timed_out:
+        return out
+    y = inst.data.y_train
+    K = inst.train_kernel()
+    key = ("best_in_ball", radius)
+    if key not in inst.cache:
+        inst.cache[key] = K.best_in_ball_loss(y, radius)
+    best = inst.cache[key]
+    exact = spec.exact_online_loss(res, K, y)
+    out.update(
+        best_loss_B=best, regret=exact - best, regret_estimated=float(np.sum(res.losses)) - best
+    )
+    return out
+
+
+def diagnostics(p: CellPlan, radius: float | None, res: FitResult, inst: Instance) -> dict:
+    """The learner's own diagnostics (its spec's hook) and the regret (:func:`regret`)."""
+    spec = p.spec
+    out = spec.diagnostics(res, p.args, p.T) if spec.diagnostics is not None else {}
+    return {**out, **regret(spec, radius, res, inst)}
+
+
+# ----------------------------------------------------------------------------------------------
+# the record
+
+
+def finish(
+    exp: Experiment,
+    p: CellPlan,
+    inst: Instance,
+    res: FitResult | None,
+    reason: str | None,
+    wall: float,
+) -> dict:
+    """Evaluate a finished pass (``res``; ``None`` with ``reason`` when it raised) and build the
+    cell's record: its row of ``runs.csv``, its learning curve and its digest. Shared by every
+    engine (the evaluation is numpy's, on the returned predictors, with the cell's evaluation
+    seed)."""
+    cell, evaluation = p.cell, exp.evaluation
+    t0 = perf_counter()
+    res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
+    ev = None
+    if reason is None:
+        eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
+        ev, reason = guarded("evaluation", evaluate, res, inst, evaluation, eval_rng)
+    ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None)
+    eval_s = perf_counter() - t0
+
+    row = _row_head(exp, p, inst)
+    row.update(res.counters)
+    row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
+    row.update(ev)
+    row.update(reference_losses(inst.data, evaluation.n_estimated(len(inst.data.y_test))))
+    if res.predictor is not None:  # None: the pass raised
+        diag, why = guarded("diagnostics", diagnostics, p, evaluation.regret_B, res, inst)
+        row.update(diag or {})
+        reason = reason or why
+    row.update(
+        diverged=bool(res.diverged),
+        timed_out=bool(res.timed_out),
+        rounds=len(res.losses),
+        wall_s=wall,
+        eval_s=eval_s,
+    )
+    curve = _curve(p, res, evaluation.curve_points)
+    mark_diverged(row, res, reason)
+    return {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(exp, cell)}
+
+
+def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
+    """The identifying columns of a cell's row: experiment, cell, dataset setting, feature map,
+    repetition, seed, engine, setting, hyperparameters and the budget."""
+    cell, budget, args = p.cell, p.budget, p.args
+    row: dict = {"experiment": exp.name, "cell_id": cell.id, "method": cell.method}
+    row.update({k: v for k, v in cell.data.items() if k != "kind"})
+    row.update({f"fmap_{k}": v for k, v in inst.fmap.describe().items() if k != "kind"})
+    row.update(
+        repetition=cell.rep,
+        seed=exp.seed,
+        engine=exp.engine,
+        setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
+    )
+    row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
+    row.update(
+        dsgd_k=cell.per_round,  # the column keeps the YAML key's name
+        budget_match=budget.match if budget else None,
+        budget_target=budget.target if budget else None,
+    )
+    row.update({k: args.get(k) for k in size_columns()})
+    return row
+
+
+def _curve(p: CellPlan, res: FitResult, n_points: int) -> dict:
+    """The running mean of the online loss at :func:`curve_points` (and the spec's own curve
+    columns)."""
+    t = curve_points(p.T, n_points)
+    t = t[t <= len(res.losses)]
+    running = np.cumsum(res.losses)[t - 1] / t
+    curve = {"t": t.tolist(), "online_loss": running.tolist()}
+    if p.spec.curve is not None and res.predictor is not None:
+        curve.update(p.spec.curve(res, t))
+    return curve
+
+
+def mark_diverged(row: dict, res: FitResult, reason: str | None) -> None:
+    """Set ``diverged`` and ``diverged_reason``: a numeric error (``reason``), the learner's own
+    divergence stop, a non-finite validation / test loss, or a test loss above
+    ``DIVERGED_FACTOR`` times the zero predictor's (:func:`blown_up`); a diverged cell's losses
+    are infinite."""
+    if reason is None and res.diverged:
+        reason = "diverged in fit"
+    for key in ("val_loss", "test_loss"):
+        if reason is None and not math.isfinite(row[key]):
+            reason = f"{'nan' if math.isnan(row[key]) else 'infinite'} {key} in evaluation"
+    if reason is None and blown_up(row["test_loss"], row.get("test_loss_zero", math.nan)):
+        reason = (
+            f"test loss {row['test_loss']:.3g} > {DIVERGED_FACTOR:g} × the zero predictor's "
+            f"{row['test_loss_zero']:.3g}"
+        )
+    row["diverged_reason"] = reason
+    if reason is not None:
+        row.update(
+            diverged=True,
+            val_loss=math.inf,
+            test_loss=math.inf,
+            test_nmse=math.inf,
+            online_loss=math.inf,
+        )

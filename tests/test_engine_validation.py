@@ -1,0 +1,55 @@
+"""The engine is checked at validation (docs/architecture.md §8): ``--engine jax`` with a feature
+map that has no jax twin is refused with exit status 2 naming the map; a learner without a jax
+pass is accepted (it runs its numpy ``fit``). Needs no JAX: the refusal comes first."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import invoke, tiny_config, write_config
+
+from ilnrun import config as C
+from ilnrun.config.schema import has_jax_twin
+from ilnrun.features import FEATURE_MAPS, Coordinate, FeatureMap
+
+
+class NoTwin(Coordinate):
+    """Coordinate features without a jax twin (the base class's methods)."""
+
+    name = "no_twin"
+    jax_sample = FeatureMap.__dict__["jax_sample"]
+    jax_point = FeatureMap.__dict__["jax_point"]
+    jax_pairs = FeatureMap.__dict__["jax_pairs"]
+
+
+@pytest.fixture
+def no_twin(monkeypatch):
+    monkeypatch.setitem(FEATURE_MAPS, NoTwin.name, NoTwin)
+    return NoTwin
+
+
+def test_every_registered_map_has_a_jax_twin_and_the_check_sees_a_missing_one(no_twin):
+    assert all(has_jax_twin(c) for n, c in FEATURE_MAPS.items() if n != NoTwin.name)
+    assert not has_jax_twin(NoTwin)
+
+
+def _cfg(engine: str, methods: dict) -> dict:
+    cfg = tiny_config(methods=methods, engine=engine)
+    cfg["feature_map"] = {"kind": NoTwin.name}
+    return cfg
+
+
+def test_a_map_without_a_jax_twin_is_refused_on_the_jax_engine(no_twin):
+    with pytest.raises(C.ConfigError) as err:
+        C.resolve(_cfg("jax", {"shrinking_gradient": {"eta": 0.3}}))
+    assert "feature_map.kind" in str(err.value) and "'no_twin' has no jax twin" in str(err.value)
+    C.resolve(_cfg("numpy", {"shrinking_gradient": {"eta": 0.3}}))  # numpy: fine
+    C.resolve(_cfg("jax", {"kernel_ridge": {}}))  # no learner with a jax pass: fine
+
+
+def test_engine_jax_on_the_command_line_is_refused_with_exit_2(no_twin, tmp_path):
+    path = write_config(tmp_path / "c.yaml", _cfg("numpy", {"doubly_sgd": {"eta": 0.3}}))
+    out = tmp_path / "out"
+    res = invoke(["run", path, "--out", out, "--engine", "jax", "-q"])
+    assert res.exit_code == 2, res.output
+    assert "no_twin" in res.output and "Traceback" not in res.output
+    assert not out.exists()
