@@ -7,6 +7,7 @@ from . import (
     header,
     headline,
     predictors,
+    rate,
     selected,
     setup,
     tables,
@@ -23,6 +24,7 @@ SECTIONS = (
     tables,
     predictors,
     theory,
+    rate,
     selected,
     verdicts,
 )

@@ -1,0 +1,308 @@
+"""The rate comparison with Doubly SGD (ILN paper Section 4; docs/protocol.md §11), when the run
+holds Doubly SGD's ``dai`` preset: for each target excess risk ``epsilon`` (the preset's
+``epsilon`` values) the smallest ``T`` at which each learner reaches it, and the log-log slope of
+``T`` against ``1/epsilon`` (the paper's bounds: 2 for Shrinking Gradient, 4 for Doubly SGD)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from ...config import grid
+from ...datasets import build_dataset
+from ...features import build_feature_map
+from ...rate import first_reach, rate_slope, slope_over_repetitions
+from ...theory import best_in_ball_loss_primal
+from ..data import ReportData, md_table
+
+# (key, short label, description, the paper's bound on the slope of T against 1/epsilon)
+LEARNERS = (
+    ("sg_avg", "SG avg", "Shrinking Gradient, theory preset, averaged predictor (Corollary 1)", 2),
+    ("sg_final", "SG final", "Shrinking Gradient, theory preset, final predictor", 2),
+    (
+        "dsgd_dai",
+        "DSGD Dai",
+        "Doubly SGD, the paper's reading of Dai et al.: nu = epsilon/B², "
+        "gamma_t = theta/(t + theta/cap), theta nu = theta_nu, cap selected on validation "
+        "per T (one setting per target epsilon)",
+        4,
+    ),
+    (
+        "dsgd_dai_literal",
+        "DSGD Dai literal",
+        "the same with Dai's gamma_t = theta/t exactly (no cap)",
+        4,
+    ),
+    (
+        "dsgd_val",
+        "DSGD val",
+        "Doubly SGD, eta and schedule selected on validation per T as in figure1 (nu = 0)",
+        None,
+    ),
+)
+PER_TARGET = ("dsgd_dai", "dsgd_dai_literal")
+
+Curves = dict[float, dict[object, tuple[list[float], list[float]]]]
+
+
+def comparator_ok(cfg: dict) -> str | None:
+    """``None`` when the best predictor in the ball is the target itself (noise-free
+    ``clipped_gaussian`` labels with the target's RKHS norm at most every ``B``), else why not."""
+    ds = cfg["dataset"]
+    if ds.get("kind") != "clipped_gaussian" or ds.get("rkhs_norm") is None:
+        return "the excess risk needs clipped_gaussian data with rkhs_norm set"
+    norms = ds["rkhs_norm"] if isinstance(ds["rkhs_norm"], list) else [ds["rkhs_norm"]]
+    radii = []
+    for method in ("shrinking_gradient", "doubly_sgd"):
+        b = cfg["methods"].get(method, {}).get("B", 1.0)
+        radii += b if isinstance(b, list) else [b]
+    if max(norms) > min(radii):
+        return f"the target's RKHS norm {max(norms)} exceeds B = {min(radii)}"
+    return None
+
+
+def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
+    """A check of the comparator on repetition 0 at the smallest T of every dataset setting
+    group: the instance is rebuilt from its seed (its zero-predictor loss must equal the row's
+    ``test_loss_zero``) and the best predictor in the ball is fitted on its test split by the
+    primal constrained least squares (:func:`ilnrun.theory.best_in_ball_loss_primal`)."""
+    fm = build_feature_map(cfg["feature_map"], np.zeros((1, 1)))
+    if fm.primal(np.zeros((1, 1))) is None:
+        return []
+    B = min(
+        b
+        for m in ("shrinking_gradient", "doubly_sgd")
+        for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0))
+    )
+    smallest: dict[str, dict] = {}
+    for data in grid.dataset_settings(cfg):
+        rest = json.dumps({k: v for k, v in data.items() if k != "T"}, sort_keys=True)
+        if rest not in smallest or data["T"] < smallest[rest]["T"]:
+            smallest[rest] = data
+    rows = []
+    for data in smallest.values():
+        data_id = grid.data_identity(cfg, data)
+        key = {"data": data if data_id is None else data_id, "rep": 0}
+        d = build_dataset(data, np.random.default_rng(grid.seed_sequence(cfg["seed"], key)))
+        fmap = build_feature_map(cfg["feature_map"], d.X_train)
+        Phi, c = fmap.primal(d.X_test)
+        best = best_in_ball_loss_primal(Phi, c, d.y_test, B) / len(d.y_test)
+        match = runs[(runs["repetition"] == 0) & (runs["T"] == data["T"])]
+        for k, v in data.items():
+            if k in match and not isinstance(v, (list, dict)):
+                match = match[match[k] == v]
+        zero = 0.5 * float(np.mean(d.y_test**2))
+        same = len(match) and np.isclose(match["test_loss_zero"].iloc[0], zero, rtol=1e-12)
+        label = ", ".join(f"{k} = {v}" for k, v in data.items() if k in ("target_seed", "D", "T"))
+        rows.append([label, f"{zero:.4g}", "yes" if same else "NO", f"{best:.2g}"])
+    return [
+        "Check of the comparator (repetition 0 at the smallest T of every setting, the instance "
+        "rebuilt from its seed): the best predictor in the ball fitted on the test split by the "
+        "primal constrained least squares has the test loss below (0 to rounding: the target "
+        "lies in the ball and fits the labels exactly).",
+        "",
+        md_table(
+            ["instance", "zero-predictor test loss", "equals runs.csv", "best-in-ball test loss"],
+            rows,
+        ),
+        "",
+    ]
+
+
+def _selected(g: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``by`` (and T): the rows of the setting with the lowest mean validation loss
+    over repetitions among the settings none of whose repetitions diverged (figure1's rule)."""
+    out = []
+    for _, h in g.groupby([*by, "T"], dropna=False):
+        bad = h.groupby("setting")["diverged"].any()
+        ok = h[h["setting"].isin(bad.index[~bad])]
+        if ok.empty:
+            out.append(h.assign(test_loss=math.inf, test_loss_avg=math.inf))
+            continue
+        best = ok.groupby("setting")["val_loss"].mean().idxmin()
+        out.append(ok[ok["setting"] == best])
+    return pd.concat(out) if out else g.iloc[:0]
+
+
+def _by_rep(rows: pd.DataFrame, metric: str) -> dict[object, tuple[list[float], list[float]]]:
+    """``{rep: (Ts, excess risks)}``: the comparator's loss is 0 (the noise-free target)."""
+    out = {}
+    for rep, h in rows.sort_values("T").groupby("repetition"):
+        v = h[metric].astype(float).where(~h["diverged"].astype(bool), math.inf)
+        out[rep] = (h["T"].astype(float).tolist(), v.tolist())
+    return out
+
+
+def learner_curves(g: pd.DataFrame, targets: list[float]) -> dict[str, Curves]:
+    """Excess-risk curves of every learner of one task, per target and repetition."""
+    sg = g[g["method"] == "shrinking_gradient"]
+    ds = g[g["method"] == "doubly_sgd"]
+    dai = ds[ds["preset"] == "dai"]
+    out: dict[str, Curves] = {}
+    if not sg.empty:
+        out["sg_avg"] = {t: _by_rep(sg, "test_loss_avg") for t in targets}
+        out["sg_final"] = {t: _by_rep(sg, "test_loss") for t in targets}
+    capped = _selected(dai[dai["cap"].notna()], ["epsilon"])
+    literal = dai[dai["cap"].isna()]
+    for key, rows in (("dsgd_dai", capped), ("dsgd_dai_literal", literal)):
+        if not rows.empty:
+            out[key] = {
+                t: _by_rep(rows[np.isclose(rows["epsilon"], t)], "test_loss") for t in targets
+            }
+    grid = ds[ds["preset"] != "dai"]
+    if not grid.empty:
+        sel = _selected(grid, [])
+        out["dsgd_val"] = {t: _by_rep(sel, "test_loss") for t in targets}
+    return out
+
+
+def mean_curve(by_rep: dict) -> tuple[list[float], list[float]]:
+    """The mean excess risk over repetitions at every T (infinite when any repetition
+    diverged)."""
+    Ts = sorted({T for ts, _ in by_rep.values() for T in ts})
+    vals = {T: [] for T in Ts}
+    for ts, es in by_rep.values():
+        for T, e in zip(ts, es, strict=True):
+            vals[T].append(e)
+    return Ts, [float(np.mean(vals[T])) for T in Ts]
+
+
+def _fmt_T(T: float, censored: bool, Tmax: float) -> str:
+    if math.isnan(T):
+        return f"> {int(Tmax):,}"
+    return f"≤ {int(T):,}" if censored else f"{T:,.0f}"
+
+
+def render_task(g: pd.DataFrame, targets: list[float], title: str) -> list[str]:
+    """The tables of one task: excess risk by T, T(epsilon), slopes."""
+    curves = learner_curves(g, targets)
+    present = [row for row in LEARNERS if row[0] in curves]
+    Ts = sorted(g["T"].unique())
+    L = [f"### {title}", ""]
+    head, cols = ["T"], []
+    for k, short, _, _ in present:
+        if k == "dsgd_dai_literal":
+            continue  # (stated in words below)
+        for t in targets if k in PER_TARGET else targets[:1]:
+            head.append(short + (f" ε={t:g}" if k in PER_TARGET else ""))
+            cols.append(mean_curve(curves[k][t]))
+    rows = [[f"{int(T):,}"] + [_fmt_e(c[1][i]) for c in cols] for i, T in enumerate(Ts)]
+    L += [
+        "Excess risk (test loss − the best-in-ball predictor's test loss, which is 0), mean over "
+        "repetitions:",
+        "",
+        md_table(head, rows),
+        "",
+    ]
+    if "dsgd_dai_literal" in curves:
+        lit = g[(g["method"] == "doubly_sgd") & (g["preset"] == "dai") & g["cap"].isna()]
+        div = lit[lit["diverged"].astype(bool)]
+        L += [
+            f"DSGD Dai literal diverged in {len(div)} of {len(lit)} cells"
+            + (
+                f", at round {int(div['rounds'].min())}–{int(div['rounds'].max())} "
+                f"(median {int(div['rounds'].median())})"
+                if len(div) and "rounds" in div
+                else ""
+            )
+            + ".",
+            "",
+        ]
+    rows = []
+    for t in targets:
+        row = [f"{t:g}"]
+        for k, _, _, _ in present:
+            T, cens = first_reach(*mean_curve(curves[k][t]), t)
+            reached = sum(
+                not math.isnan(first_reach(ts, es, t)[0]) for ts, es in curves[k][t].values()
+            )
+            row.append(f"{_fmt_T(T, cens, Ts[-1])} ({reached}/{len(curves[k][t])})")
+        rows.append(row)
+    L += [
+        "Smallest T reaching each target epsilon: on the mean curve, log-log interpolated "
+        "between grid points (`≤ T` when the first grid T already reaches it, `> T` when no "
+        "grid T does); in brackets the repetitions whose own curve reaches it on the grid:",
+        "",
+        md_table(["epsilon"] + [short for _, short, _, _ in present], rows),
+        "",
+    ]
+    rows = []
+    for k, short, _, bound in present:
+        pts = [(t, *first_reach(*mean_curve(curves[k][t]), t)) for t in targets]
+        use = [(t, T) for t, T, c in pts if math.isfinite(T) and not c]
+        s_mean = rate_slope([t for t, _ in use], [T for _, T in use])
+        st = slope_over_repetitions(curves[k])
+        ci = (
+            f"{st['mean']:.2f} [{st['mean'] - st['ci95']:.2f}, {st['mean'] + st['ci95']:.2f}]"
+            if st["n"] > 1
+            else "—"
+        )
+        rows.append(
+            [
+                short,
+                "—" if math.isnan(s_mean) else f"{s_mean:.2f} ({len(use)} targets)",
+                ci,
+                f"{st['n']}" + (f" ({st['dropped']} without a slope)" if st["dropped"] else ""),
+                "—" if bound is None else str(bound),
+            ]
+        )
+    L += [
+        "Log-log slope of T(epsilon) against 1/epsilon: on the mean curve (over the targets it "
+        "reaches inside the grid, neither `≤` nor `>`), and per repetition (each repetition's "
+        "own curve, over the targets it reaches inside the grid) with the 95% Student-t "
+        "interval of their mean:",
+        "",
+        md_table(
+            [
+                "learner",
+                "slope (mean curve)",
+                "slope per repetition: mean [95% CI]",
+                "repetitions",
+                "paper's bound",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    return L
+
+
+def _fmt_e(v: float) -> str:
+    return "diverged" if not math.isfinite(v) else f"{v:.3g}"
+
+
+def render(r: ReportData) -> list[str]:
+    runs = r.runs
+    if "preset" not in runs or "epsilon" not in runs:
+        return []
+    dai = runs[(runs["method"] == "doubly_sgd") & (runs["preset"] == "dai")]
+    if dai.empty:
+        return []
+    L = ["## The rate claim against Doubly SGD (ILN paper Section 4)", ""]
+    why = comparator_ok(r.cfg)
+    if why:
+        return L + [f"Not computed: {why}.", ""]
+    targets = sorted({float(e) for e in dai["epsilon"].dropna()}, reverse=True)
+    tasks = [
+        k for k, v in r.cfg["dataset"].items() if isinstance(v, list) and k not in ("T", "kind")
+    ]
+    L += [
+        "The best predictor in the ball `‖f‖_H ≤ B` is the target itself: its RKHS norm is "
+        "`rkhs_norm ≤ B` and the labels are noise-free, so its loss is 0 on every split and a "
+        "predictor's excess risk is its test loss. Targets epsilon: the `epsilon` values of "
+        "Doubly SGD's `dai` preset. Doubly SGD's selected settings (cap per epsilon, eta and "
+        "schedule for the validation-selected rows) are chosen per T on the mean validation "
+        "loss over repetitions among the settings with no diverged repetition.",
+        "",
+    ]
+    L += ["Learners:", ""] + [f"- **{short}**: {desc}." for _, short, desc, _ in LEARNERS] + [""]
+    L += comparator_lines(r.cfg, r.runs)
+    groups = runs.groupby(tasks, dropna=False) if tasks else [((), runs)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        title = ", ".join(f"{a} = {b}" for a, b in zip(tasks, key, strict=True)) or "all data"
+        L += render_task(g, targets, title)
+    return L
