@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ...config import grid
-from ...datasets import build_dataset
+from ...datasets import DATASETS, build_dataset
 from ...features import build_feature_map
+from ...learners import LEARNERS as LEARNERS_BY_NAME
 from ...rate import first_reach, rate_slope, slope_over_repetitions
 from ...theory import best_in_ball_loss_primal
 from ..data import ReportData, md_table
@@ -48,15 +49,36 @@ PER_TARGET = ("dsgd_dai", "dsgd_dai_literal")
 Curves = dict[float, dict[object, tuple[list[float], list[float]]]]
 
 
+def _has_choice(spec, name: str, value: str) -> bool:
+    return any(p.name == name and value in (p.choices or ()) for p in spec.params)
+
+
+def roles() -> tuple[str | None, str | None]:
+    """``(proposed, dai)``: the proposed learner with a ``theory`` preset (Shrinking Gradient)
+    and the learner with a ``dai`` preset (Doubly SGD), read from the specs."""
+    proposed = next(
+        (
+            n
+            for n, s in LEARNERS_BY_NAME.items()
+            if s.role == "proposed" and _has_choice(s, "preset", "theory")
+        ),
+        None,
+    )
+    dai = next((n for n, s in LEARNERS_BY_NAME.items() if _has_choice(s, "preset", "dai")), None)
+    return proposed, dai
+
+
 def comparator_ok(cfg: dict) -> str | None:
-    """``None`` when the best predictor in the ball is the target itself (noise-free
-    ``clipped_gaussian`` labels with the target's RKHS norm at most every ``B``), else why not."""
+    """``None`` when the best predictor in the ball is the target itself (noise-free labels of
+    a dataset that scales its target to ``rkhs_norm``, at most every ``B``), else why not."""
     ds = cfg["dataset"]
-    if ds.get("kind") != "clipped_gaussian" or ds.get("rkhs_norm") is None:
-        return "the excess risk needs clipped_gaussian data with rkhs_norm set"
+    spec = DATASETS[ds["kind"]]
+    declared = {p.name for p in spec.params}
+    if "rkhs_norm" not in declared or ds.get("rkhs_norm") is None or "noise" in declared:
+        return "the excess risk needs noise-free data whose target is scaled to rkhs_norm"
     norms = ds["rkhs_norm"] if isinstance(ds["rkhs_norm"], list) else [ds["rkhs_norm"]]
     radii = []
-    for method in ("shrinking_gradient", "doubly_sgd"):
+    for method in roles():
         b = cfg["methods"].get(method, {}).get("B", 1.0)
         radii += b if isinstance(b, list) else [b]
     if max(norms) > min(radii):
@@ -72,11 +94,7 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
     fm = build_feature_map(cfg["feature_map"], np.zeros((1, 1)))
     if fm.primal(np.zeros((1, 1))) is None:
         return []
-    B = min(
-        b
-        for m in ("shrinking_gradient", "doubly_sgd")
-        for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0))
-    )
+    B = min(b for m in roles() for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0)))
     smallest: dict[str, dict] = {}
     for data in grid.dataset_settings(cfg):
         rest = json.dumps({k: v for k, v in data.items() if k != "T"}, sort_keys=True)
@@ -138,8 +156,9 @@ def _by_rep(rows: pd.DataFrame, metric: str) -> dict[object, tuple[list[float], 
 
 def learner_curves(g: pd.DataFrame, targets: list[float]) -> dict[str, Curves]:
     """Excess-risk curves of every learner of one task, per target and repetition."""
-    sg = g[g["method"] == "shrinking_gradient"]
-    ds = g[g["method"] == "doubly_sgd"]
+    proposed, dai_name = roles()
+    sg = g[g["method"] == proposed]
+    ds = g[g["method"] == dai_name]
     dai = ds[ds["preset"] == "dai"]
     out: dict[str, Curves] = {}
     if not sg.empty:
@@ -200,7 +219,7 @@ def render_task(g: pd.DataFrame, targets: list[float], title: str) -> tuple[list
         "",
     ]
     if "dsgd_dai_literal" in curves:
-        lit = g[(g["method"] == "doubly_sgd") & (g["preset"] == "dai") & g["cap"].isna()]
+        lit = g[(g["method"] == roles()[1]) & (g["preset"] == "dai") & g["cap"].isna()]
         div = lit[lit["diverged"].astype(bool)]
         L += [
             f"DSGD Dai literal diverged in {len(div)} of {len(lit)} cells"
@@ -281,7 +300,7 @@ def render(r: ReportData) -> list[str]:
     runs = r.runs
     if "preset" not in runs or "epsilon" not in runs:
         return []
-    dai = runs[(runs["method"] == "doubly_sgd") & (runs["preset"] == "dai")]
+    dai = runs[(runs["method"] == roles()[1]) & (runs["preset"] == "dai")]
     if dai.empty:
         return []
     L = ["## The rate claim against Doubly SGD (ILN paper Section 4)", ""]
