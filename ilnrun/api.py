@@ -10,6 +10,9 @@ gives the same cells, seeds and numbers from either.
 
 from __future__ import annotations
 
+import numbers
+import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,6 +21,49 @@ from pathlib import Path
 import pandas as pd
 
 from .overrides import load_config
+
+
+class ArgumentError(ValueError):
+    """An argument of :func:`run_experiment` (or an option of ``ilnrun run``) that cannot be
+    used; the message names it."""
+
+
+def cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_run_args(
+    jobs: object,
+    backend: object,
+    scheduler: object,
+    fresh: object,
+    quiet: object,
+    note: bool = True,
+) -> int:
+    """Validate the run arguments shared by the command line and the API; return ``jobs``
+    capped to the CPUs present (with a note on stderr) unless a dask scheduler spreads the
+    work elsewhere."""
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or int(jobs) < 1:
+        raise ArgumentError(f"jobs must be a whole number >= 1, got {type(jobs).__name__}")
+    if backend not in ("loky", "dask"):
+        raise ArgumentError("backend must be 'loky' or 'dask'")
+    if scheduler is not None and not (isinstance(scheduler, str) and scheduler.strip()):
+        raise ArgumentError("scheduler must be a dask scheduler address (a non-empty string)")
+    if scheduler is not None and backend != "dask":
+        raise ArgumentError("a scheduler needs the dask backend (--backend dask)")
+    for name, v in (("fresh", fresh), ("quiet", quiet)):
+        if not isinstance(v, bool):
+            raise ArgumentError(f"{name} must be True or False, got {type(v).__name__}")
+    jobs, n = int(jobs), cpus()
+    if jobs > n and scheduler is None:
+        if note:
+            print(f"note: --jobs {jobs} capped to the {n} CPU(s) present", file=sys.stderr)
+        jobs = n
+    return jobs
 
 
 @dataclass
@@ -59,9 +105,22 @@ def run_experiment(
     (``numpy`` or ``jax``), when given, replaces the config's ``engine`` as ``--engine`` does.
 
     Raises :class:`~ilnrun.config.ConfigError` for an invalid config,
-    :class:`~ilnrun.overrides.OverrideError` for a malformed override and
-    :class:`~ilnrun.experiment.RunDirError` for an unusable directory.
+    :class:`~ilnrun.overrides.OverrideError` for a malformed override (``overrides`` must be a
+    list or tuple of strings), :class:`ArgumentError` for an unusable argument (``jobs`` above
+    the CPUs present is capped, with a note) and :class:`~ilnrun.experiment.RunDirError` for an
+    unusable directory.
     """
+    check_run_args(jobs, backend, scheduler, fresh, quiet, note=False)
+    if out is not None and not isinstance(out, (str, Path)):
+        raise ArgumentError("out must be a directory path or None")
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple)):
+        raise ArgumentError("overrides must be a list or tuple of KEY=VALUE strings")
+    if not all(isinstance(o, str) for o in overrides):
+        raise ArgumentError("overrides must be a list or tuple of KEY=VALUE strings")
+    if engine not in (None, "numpy", "jax"):
+        raise ArgumentError("engine must be 'numpy' or 'jax'")
+    if not isinstance(config, (dict, str, Path)):
+        raise ArgumentError("config must be a mapping or the path of a YAML file")
     if engine is not None:
         overrides = [*overrides, f"engine={engine}"]
     cfg = load_config(config, overrides)
@@ -93,9 +152,12 @@ def run_resolved(
     quiet: bool = True,
     config_path: str | None = None,
 ) -> Results:
-    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables."""
+    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables;
+    the arguments are checked here, where the command line and the API meet
+    (:func:`check_run_args`)."""
     from .experiment import run
 
+    jobs = check_run_args(jobs, backend, scheduler, fresh, quiet)
     kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path)
     if backend == "dask":
         from .distributed import dask_client

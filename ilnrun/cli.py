@@ -36,12 +36,44 @@ def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
         raise SystemExit(2) from None  # not reached: _fail exits
 
 
-def _cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def _results_errors(d: Path):
+    """Context for ``plot`` / ``report`` / ``index``: a damaged or foreign results directory
+    exits 2 and an operating-system failure (read-only directory, full disk) exits 1, each
+    with one line naming the file; never a traceback."""
+    from contextlib import contextmanager
+
+    from .readers import ResultsError, environment_error
+
+    @contextmanager
+    def guard():
+        try:
+            yield
+        except ResultsError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(environment_error(exc, d), 1)
+        except MemoryError:
+            _fail(f"{d}: out of memory", 1)
+        except Exception as exc:  # a foreign directory that passed the checks above
+            _fail(
+                f"{d}: the results look damaged or not ilnrun's ({type(exc).__name__}); "
+                "regenerate them with `ilnrun run`"
+            )
+
+    return guard()
+
+
+def _exit_stopped(code: int) -> None:
+    """Exit a stopped ``ilnrun run`` with ``code``. When jax was used and this process is the
+    ``ilnrun`` command itself, end it without interpreter finalization: XLA's threads, stopped
+    in the middle of a batch, crashed the finalization (a segmentation fault after the resume
+    hint in 2 of 5 SIGTERM trials). Everything is on disk by then."""
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if "jax" in sys.modules and (script == "ilnrun" or sys.argv[0].endswith("ilnrun/cli.py")):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 _SET = click.option(
@@ -122,8 +154,38 @@ def run(
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
-    from .api import run_resolved
+    import signal
+
+    from .experiment import reset_stop, stop_handler
+
+    # one handling for the whole command: the first SIGINT / SIGTERM stops the run, later ones
+    # are ignored while it stops (an interrupted command leaves them ignored: it is exiting)
+    reset_stop()
+    old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopped = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+    try:
+        _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides)
+    except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
+        for sig in old:
+            signal.signal(sig, signal.SIG_IGN)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        click.echo(f"interrupted by {signal.Signals(signum).name}", err=True)
+        _exit_stopped(128 + signum)
+    except SystemExit as exc:
+        if exc.code not in stopped:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+        raise
+    for sig, h in old.items():  # a finished run: the caller's handlers again
+        signal.signal(sig, h)
+
+
+def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides) -> None:
+    import signal
+
+    from .api import ArgumentError, run_resolved
     from .experiment import RunDirError, RunInterrupted
+    from .readers import environment_error
 
     # the command line wins over the config (validated with it: a map without a jax twin is
     # refused with exit status 2)
@@ -136,18 +198,18 @@ def run(
                 "--engine jax needs JAX, which is not installed: pip install 'ilnrun[jax]' "
                 "(CPU) or 'ilnrun[gpu]' (CUDA 12), or run with --engine numpy"
             )
+        from .engines.jax_runner import memory_budget
+
+        try:
+            memory_budget()
+        except ValueError as exc:
+            _fail(str(exc))
         if backend != "loky" or jobs > 1:
             click.echo(
                 "note: the jax engine runs its batches in this process (--jobs and --backend "
                 "do not apply)",
                 err=True,
             )
-    if scheduler and backend != "dask":
-        _fail("--scheduler needs --backend dask")
-    cpus = _cpus()
-    if jobs > cpus and not scheduler:
-        click.echo(f"note: --jobs {jobs} capped to the {cpus} CPU(s) present", err=True)
-        jobs = cpus
     out_dir = Path(out) if out else Path("results") / cfg["name"]
     try:
         summary = run_resolved(
@@ -160,9 +222,13 @@ def run(
             quiet=quiet,
             config_path=config_path,
         ).info
-    except RunDirError as exc:
+    except (RunDirError, ArgumentError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the results: {environment_error(exc, out_dir)}", 1)
     except RunInterrupted as exc:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the stop is under way: no second one
+            signal.signal(sig, signal.SIG_IGN)
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
         again += ["--engine", engine] if engine else []
         again += ["--backend", backend] if backend != "loky" else []
@@ -172,7 +238,7 @@ def run(
             f"resume with: {shlex.join(again)}",
             err=True,
         )
-        sys.exit(128 + exc.signum)
+        _exit_stopped(128 + exc.signum)
     if not quiet:
         div = ", ".join(f"{m}: {n}" for m, n in summary["diverged"].items())
         msg = f"done: {summary['cells']} cells ({summary['resumed']} resumed); diverged cells"
@@ -217,10 +283,16 @@ def plot(results_dir: str, formats: str) -> None:
     bad = [f for f in fmts if f not in ("png", "pdf", "svg")]
     if bad or not fmts:
         _fail(f"--format: unsupported format(s) {bad or formats!r}; use png, pdf or svg")
+    from .readers import claim_outputs
+
     d = Path(results_dir)
     if not (d / "summary.csv").exists():
         _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
-    for p in plot_results(d, fmts):
+    names = [f"{n}.{f}" for n in ("figure1", "curves", "budget_sweep", "regret") for f in fmts]
+    with _results_errors(d):
+        claim_outputs(d, names, results=True)
+        paths = plot_results(d, fmts)
+    for p in paths:
         click.echo(str(p))
 
 
@@ -235,7 +307,9 @@ def plot(results_dir: str, formats: str) -> None:
 def report(results_dir: str, out: str | None) -> None:
     """Generate REPORT.md from a results directory: setup, every choice made where the paper is
     silent, counted budgets, figures, tables (mean ± 95% CI) and verdicts on the paper's claim."""
+    from .readers import claim_outputs
     from .report import build_report
+    from .report.sections.figures import FIGURES
 
     d = Path(results_dir)
     missing = [
@@ -243,7 +317,12 @@ def report(results_dir: str, out: str | None) -> None:
     ]
     if missing:
         _fail(f"{d} lacks {', '.join(missing)}; run `ilnrun run` (and `ilnrun plot`) first")
-    click.echo(str(build_report(d, Path(out) if out else d)))
+    target = Path(out) if out else d
+    with _results_errors(d):
+        same = target.exists() and target.resolve() == d.resolve()
+        claim_outputs(target, ["REPORT.md", *(f"{f}.png" for f in FIGURES)], results=same)
+        path = build_report(d, target)
+    click.echo(str(path))
 
 
 @main.command()
@@ -252,7 +331,10 @@ def index(experiments_dir: str) -> None:
     """Write EXPERIMENTS_DIR/README.md indexing every */REPORT.md with its commands and headline."""
     from .report import build_index
 
-    click.echo(str(build_index(Path(experiments_dir))))
+    d = Path(experiments_dir)
+    with _results_errors(d):
+        path = build_index(d)
+    click.echo(str(path))
 
 
 @main.command()

@@ -69,6 +69,7 @@ except ImportError as exc:  # not installed, or older than 1.6 (no validate_data
         f"ilnrun.estimators needs scikit-learn >= 1.6: pip install 'scikit-learn>=1.6' ({exc})"
     ) from exc
 
+from .estimator_checks import check_eta, check_labels, refuse_text
 from .features import FEATURE_MAPS, FeatureMap, Fourier, build_feature_map
 from .learners import LEARNERS, doubly_sgd, fixed_random, kernel_ogd, kernel_ridge, nystroem_ridge
 from .learners import shrinking_gradient as _sg
@@ -184,8 +185,14 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         """The one place where inputs are checked and converted (C-ordered float64, finite):
         ``(X, y)`` for fitting, ``X`` alone (``y`` not given) for predicting."""
         if y is _NO_LABELS:
+            refuse_text(X)
             return validate_data(self, X, dtype=np.float64, order="C", reset=reset)
-        return validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
+        refuse_text(X, y)
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
+        check_labels(y)
+        if getattr(self, "eta", None) is not None:
+            check_eta(self.eta)
+        return X, y
 
     # -- fitting -------------------------------------------------------------------------------
 

@@ -41,11 +41,12 @@ from .results import (
     build_tables,
     read_manifest,
     record_output,
+    sweep_temporaries,
     write_atomic,
     write_manifest,
     write_tables,
 )
-from .safe_yaml import YamlLimitError, load_bounded
+from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 LOCK = ".lock"
@@ -77,21 +78,93 @@ class _Stop(KeyboardInterrupt):
         self.signum = signum
 
 
+GRACE_S = 5.0  # seconds a stopped run may take to unwind before the process ends anyway
+_STOP: dict[str, int | None] = {"signum": None}
+
+
+def stop_handler(signum: int, frame: object) -> None:
+    """SIGINT / SIGTERM: the first one raises :class:`_Stop` (and is remembered, in case the
+    exception lands somewhere that swallows it, such as a garbage-collection callback); later
+    ones are ignored while the stop is under way (a second Ctrl-C does not cut the cleanup)."""
+    if _STOP["signum"] is not None:
+        return
+    _STOP["signum"] = signum
+    raise _Stop(signum)
+
+
+def reset_stop() -> None:
+    """Forget an earlier stop (a new command or run starts)."""
+    _STOP["signum"] = None
+
+
+def stop_requested() -> int | None:
+    """The signal that asked the current run to stop, if any."""
+    return _STOP["signum"]
+
+
+class _Watchdog:
+    """Ends the process (status 128 + signal) when a stopped run has not unwound within
+    :data:`GRACE_S` seconds: the signal's number reaches this thread through
+    ``signal.set_wakeup_fd`` even while the main thread sits in compiled code (a long jax
+    batch) that runs no Python signal handler. Finished cells are on disk (one ``write``
+    each), so ending there loses only cells in flight, as a kill would."""
+
+    def __init__(self, out: Path) -> None:
+        import socket
+
+        self.out, self.done = out, threading.Event()
+        self.r, self.w = socket.socketpair()
+        self.w.setblocking(False)
+        try:
+            self.old_fd = signal.set_wakeup_fd(self.w.fileno(), warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            self.old_fd = None
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                data = self.r.recv(64)
+            except OSError:
+                return
+            if not data or self.done.is_set():
+                return
+            sigs = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
+            if sigs and not self.done.wait(GRACE_S):
+                name = signal.Signals(sigs[0]).name
+                sys.stderr.write(
+                    f"interrupted by {name}: the run did not stop within {GRACE_S:g} s and was "
+                    f"ended; finished cells are saved in {self.out}; run the same command again "
+                    "to resume\n"
+                )
+                sys.stderr.flush()
+                os._exit(128 + sigs[0])
+
+    def close(self) -> None:
+        self.done.set()
+        if self.old_fd is not None:
+            signal.set_wakeup_fd(self.old_fd)
+        self.w.close()
+        self.thread.join(timeout=1.0)
+        self.r.close()
+
+
 @contextmanager
-def _stop_on_signals() -> Iterator[None]:
+def _stop_on_signals(out: Path) -> Iterator[None]:
     """Turn SIGINT and SIGTERM into :class:`_Stop` (a ``KeyboardInterrupt``) while the cells
-    run, so that the workers are stopped and the lock released on the way out."""
+    run and the tables are written, so that the workers are stopped and the lock released on
+    the way out; a run that does not unwind promptly is ended by :class:`_Watchdog`."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum, frame):
-        raise _Stop(signum)
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _STOP["signum"] = None
+    old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watchdog = _Watchdog(out)
     try:
         yield
     finally:
+        watchdog.close()
         for sig, h in old.items():
             signal.signal(sig, h)
 
@@ -118,8 +191,7 @@ def config_diff(old: dict, new: dict) -> list[str]:
 
 
 def _short(v: object, width: int = 60) -> str:
-    s = repr(v)
-    return s if len(s) <= width else s[: width - 3] + "..."
+    return bounded_repr(v, width)
 
 
 def _numbers_part(cfg: dict) -> dict:
@@ -198,8 +270,10 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
         # results of an earlier ilnrun without a manifest: adopt exactly its own files
         write_manifest(out, [name for name in OUTPUTS if (out / name).exists()])
         return True
+    sweep_temporaries(out, [*owned, *OUTPUTS])
     if fresh:
-        doomed = [out / name for name in owned if os.path.lexists(out / name)]
+        # never the lock this run holds, whatever a (forged) manifest lists
+        doomed = [out / n for n in owned if n != LOCK and os.path.lexists(out / n)]
         for p in doomed:
             if p.is_dir() and not p.is_symlink():
                 raise RunDirError(f"{p} is a directory; ilnrun wrote a file there. Remove it")
@@ -323,6 +397,12 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
     all_cells = C.cells(cfg)
     order = {c.id: c.index for c in all_cells}
     log = CellLog(out)
+    if log.detach() and not quiet:
+        print(
+            f"note: {log.path} had other hard links; ilnrun continues on its own copy and "
+            "leaves the linked file as it was",
+            file=sys.stderr,
+        )
     record_output(log.path)
     done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
     if log.corrupt:
@@ -375,17 +455,23 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         log.append(rec)
         done[rec["id"]] = rec
         progress.update()
+        if stop_requested() is not None:  # a stop whose exception was swallowed
+            raise _Stop(stop_requested())
 
     try:
-        with _stop_on_signals():
+        with _stop_on_signals(out):
             execute(cfg, pending, jobs, backend, on_record)
+            if stop_requested() is not None:
+                raise _Stop(stop_requested())
+            runs, summary, curves = build_tables(list(done.values()), order, dataset_keys(cfg))
+            write_tables(out, runs, summary, curves)
+            meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            write_atomic(meta_path, json.dumps(meta, indent=2))
+            if stop_requested() is not None:
+                raise _Stop(stop_requested())
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, len(done), len(all_cells)) from None
-    runs, summary, curves = build_tables(list(done.values()), order, dataset_keys(cfg))
-    write_tables(out, runs, summary, curves)
-    meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    write_atomic(meta_path, json.dumps(meta, indent=2))
     by_method = runs.groupby("method")
     eval_s = runs["eval_s"].fillna(0.0) if "eval_s" in runs else 0.0 * runs["wall_s"]
     return {
@@ -433,12 +519,13 @@ def _first_start(meta_path: Path) -> str | None:
     if not meta_path.exists():
         return None
     try:
-        old = json.loads(meta_path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        old = load_json(meta_path)
+    except (OSError, ValueError, YamlLimitError):
         old = None
     if not isinstance(old, dict):
         raise RunDirError(
             f"{meta_path} is unreadable; use --fresh to discard the results in "
             f"{meta_path.parent}, or choose another --out"
         )
-    return old.get("first_start", old.get("start"))
+    first = old.get("first_start", old.get("start"))
+    return first if isinstance(first, str) and len(first) <= 64 else None

@@ -1,9 +1,12 @@
 """Command-line overrides of a config: ``--set KEY=VALUE`` (the convention of Hydra).
 
 ``KEY`` is a dotted path into the config mapping (``dataset.T``,
-``methods.shrinking_gradient.eta``); ``VALUE`` is parsed as YAML (``yaml.safe_load``), so
+``methods.shrinking_gradient.eta``); ``VALUE`` is parsed as YAML by the bounded reader
+(:func:`ilnrun.safe_yaml.load_text`: size, nesting, aliases and expanded size capped), so
 ``40`` is an int, ``[0.1, 0.3]`` a list (a grid or an axis), ``null`` None and ``inv_sqrt`` a
-string. Overrides are applied in order to the *raw* mapping read from the file, creating missing
+string. YAML 1.1's surprising numbers are refused, naming the override: an unquoted ``010``
+(octal, 8) or ``2:30`` (base 60, 150); write the number meant or quote the text.
+Overrides are applied in order to the *raw* mapping read from the file, creating missing
 intermediate mappings, before :func:`ilnrun.config.resolve`: an overridden config is validated
 exactly like an edited file (an unknown key gets the same key path and close-match hint) and the
 resolved ``config.yaml`` of a run records the result.
@@ -22,6 +25,7 @@ from typing import Any
 import yaml
 
 from . import config as C
+from .safe_yaml import YamlLimitError, bounded_repr, check_object, key_text, load_text
 
 
 class OverrideError(ValueError):
@@ -29,11 +33,13 @@ class OverrideError(ValueError):
 
     def __init__(self, override: str, message: str) -> None:
         self.override, self.message = override, message
-        super().__init__(f"--set {override!r}: {message}")
+        super().__init__(f"--set {bounded_repr(override, 120)}: {message}")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"a.b.c=VALUE"`` -> ``(["a", "b", "c"], yaml.safe_load("VALUE"))``."""
+    """``"a.b.c=VALUE"`` -> ``(["a", "b", "c"], VALUE read as YAML within bounds)``."""
+    if not isinstance(text, str):
+        raise OverrideError(str(type(text).__name__), "an override must be a KEY=VALUE string")
     if "=" not in text:
         raise OverrideError(text, "expected KEY=VALUE (e.g. dataset.T=400)")
     key, value = text.split("=", 1)
@@ -42,16 +48,25 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise OverrideError(text, "empty key before '='")
     parts = key.split(".")
     if any(not p.strip() for p in parts):
-        raise OverrideError(text, f"empty component in the key path {key!r}")
+        raise OverrideError(text, f"empty component in the key path {bounded_repr(key, 80)}")
     try:
-        parsed = yaml.safe_load(value)
+        parsed = load_text(value)
+    except YamlLimitError as exc:
+        raise OverrideError(text, f"{key_text(key, 80)}: refused: {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        what = exc.problem or exc.context or "syntax error"
+        raise OverrideError(text, f"the value is not valid YAML: {what}") from None
     except yaml.YAMLError as exc:
-        raise OverrideError(text, f"the value is not valid YAML: {exc}") from None
+        raise OverrideError(text, f"the value is not valid YAML ({type(exc).__name__})") from None
     return [p.strip() for p in parts], parsed
 
 
 def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
     """A deep copy of ``raw`` with every override applied in order (later ones win)."""
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise OverrideError(
+            bounded_repr(overrides, 60), "overrides must be a list of KEY=VALUE strings"
+        )
     out = copy.deepcopy(raw)
     for text in overrides:
         parts, value = parse_override(text)
@@ -61,9 +76,11 @@ def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
             if child is None:  # absent (or null): a new mapping
                 child = node[part] = {}
             elif not isinstance(child, dict):
-                where = ".".join(parts[: i + 1])
+                where = key_text(".".join(parts[: i + 1]), 80)
                 raise OverrideError(
-                    text, f"{where} is {type(child).__name__} {child!r}, not a mapping of keys"
+                    text,
+                    f"{where} is {type(child).__name__} {bounded_repr(child, 80)}, "
+                    "not a mapping of keys",
                 )
             node = child
         node[parts[-1]] = value
@@ -78,6 +95,10 @@ def load_config(
     to the file's folder (the working directory for a mapping). Raises
     :class:`~ilnrun.config.ConfigError` or :class:`OverrideError`."""
     if isinstance(source, dict):
+        try:
+            check_object(source)
+        except YamlLimitError as exc:
+            raise C.ConfigError([("", f"the config mapping is refused: {exc}")]) from None
         raw, stem, base = source, "experiment", None
     else:
         raw, stem = C.load_yaml(source), Path(source).stem

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .safe_yaml import bounded_repr
+
 
 class ConfigError(Exception):
     """A config that cannot be run; ``problems`` is a list of ``(key path, message)``."""
@@ -38,11 +40,12 @@ SHOW_CHARS = 60
 
 
 def show(v: Any, width: int = SHOW_CHARS) -> str:
-    """``repr(v)`` cut to ``width`` characters (never renders more of a huge value)."""
+    """``repr(v)`` cut to ``width`` characters, rendered in bounded time: a list of more than 20
+    items as its length; nested values at most 3 levels and 20 items deep, each cut
+    (:func:`ilnrun.safe_yaml.bounded_repr`)."""
     if isinstance(v, (list, dict, tuple)) and len(v) > 20:
         return f"<{type(v).__name__} of {len(v)} items>"
-    s = repr(v)
-    return s if len(s) <= width else s[: width - 3] + "..."
+    return bounded_repr(v, width)
 
 
 def key_text(key: Any, width: int = 40) -> str:

@@ -29,7 +29,6 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pandas as pd
-import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
@@ -136,10 +135,12 @@ class _Data:
 
     @classmethod
     def load(cls, d: Path) -> _Data:
-        cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
-        curves_path = d / "curves.csv"
-        curves = pd.read_csv(curves_path) if curves_path.exists() else pd.DataFrame()
-        return cls(cfg, pd.read_csv(d / "summary.csv"), curves)
+        from .readers import CURVES_COLUMNS, SUMMARY_COLUMNS, read_config, read_table
+
+        cfg = read_config(d)
+        summary = read_table(d, "summary.csv", SUMMARY_COLUMNS)
+        curves = read_table(d, "curves.csv", CURVES_COLUMNS, empty_ok=True)
+        return cls(cfg, summary, curves)
 
     @property
     def name(self) -> str:

@@ -16,13 +16,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .learners import hyper_columns, size_columns
+from .safe_yaml import YamlLimitError, load_json, loads_json
 from .stats import mean_ci
 
 CELL_LOG = "cells.jsonl"
@@ -107,8 +111,8 @@ def read_manifest(directory: Path) -> list[str] | None:
     if path.is_symlink() or not path.is_file():
         raise ManifestError(f"{path} is not a regular file")
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        doc = load_json(path)
+    except (OSError, ValueError, YamlLimitError):
         raise ManifestError(f"{path} is unreadable") from None
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list) or not all(_plain_name(f) for f in files):
@@ -130,6 +134,34 @@ def write_manifest(directory: Path, files: list[str]) -> None:
     """Mark ``directory`` as ilnrun's, listing ``files`` (names inside it) as written by ilnrun."""
     doc = {"ilnrun": 1, "files": sorted(set(files))}
     write_atomic_bytes(Path(directory) / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def _temporary_pattern(names: list[str]) -> re.Pattern:
+    """The names :func:`write_atomic_bytes` gives its temporary files for ``names``
+    (``tempfile.mkstemp``: a dot, the name, a dot, 8 random characters, ``.tmp``)."""
+    alternatives = "|".join(re.escape(n) for n in sorted(set(names)))
+    return re.compile(rf"\.({alternatives})\.[a-z0-9_]{{8}}\.tmp")
+
+
+def sweep_temporaries(directory: Path, names: list[str], min_age_s: float = 0.0) -> int:
+    """Remove the temporary files a killed :func:`write_atomic_bytes` left in ``directory`` for
+    one of ``names`` (and the manifest): only regular files, single-linked, of exactly our
+    naming, untouched for ``min_age_s`` seconds (a concurrent writer's file is younger).
+    Returns how many were removed."""
+    pattern = _temporary_pattern([*names, MANIFEST])
+    removed = 0
+    now = time.time()
+    for entry in os.scandir(directory):
+        if not pattern.fullmatch(entry.name):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and now - st.st_mtime >= min_age_s:
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
 
 
 def record_output(path: Path) -> None:
@@ -158,50 +190,139 @@ class CellLog:
 
     def read(self, repair: bool = False, digests: dict[str, str] | None = None) -> dict[str, dict]:
         """Records by cell id. A torn last line (a write cut short) is never returned; with
-        ``repair`` it is also cut off the file, so that later appends start on a fresh line.
-        Malformed lines anywhere are skipped (counted in ``corrupt``). With ``digests`` (cell id
+        ``repair`` it is also cut off the log (by writing a new file: the old inode, which a
+        hard link may share, is never written), so that later appends start on a fresh line.
+        Malformed lines anywhere, lines over :data:`MAX_RECORD_BYTES` and records whose columns
+        have the wrong types are skipped (counted in ``corrupt``). With ``digests`` (cell id
         -> :func:`ilnrun.config.record_digest`) only records whose id is a key and whose
         ``digest`` matches are returned; the others are counted in ``ignored``."""
         out: dict[str, dict] = {}
         self.corrupt = self.ignored = 0
         if not os.path.lexists(self.path):
             return out
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1  # everything after the last newline is a torn record
-        if repair and end < len(data):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(end)
-        for line in data[:end].splitlines():
-            if not line.strip():
-                continue
-            rec = _parse_record(line)
-            if rec is None:
-                self.corrupt += 1
-            elif digests is not None and digests.get(rec["id"]) != rec.get("digest"):
-                self.ignored += 1
-            else:
-                out[rec["id"]] = rec
+        end = 0  # bytes up to the end of the last whole line
+        with open(self.path, "rb") as fh:
+            while True:
+                line = fh.readline(MAX_RECORD_BYTES + 1)
+                if not line:
+                    break
+                if not line.endswith(b"\n"):
+                    if len(line) <= MAX_RECORD_BYTES:
+                        break  # a torn last record
+                    self.corrupt += 1  # an overlong line: skip to its end
+                    while line and not line.endswith(b"\n"):
+                        line = fh.readline(MAX_RECORD_BYTES + 1)
+                    if not line:
+                        break
+                    end = fh.tell()
+                    continue
+                end = fh.tell()
+                if not line.strip():
+                    continue
+                rec = _parse_record(line)
+                if rec is None:
+                    self.corrupt += 1
+                elif digests is not None and digests.get(rec["id"]) != rec.get("digest"):
+                    self.ignored += 1
+                else:
+                    out[rec["id"]] = rec
+        if repair and end < os.path.getsize(self.path):
+            with open(self.path, "rb") as fh:
+                kept = fh.read(end)
+            write_atomic_bytes(self.path, kept)
         return out
+
+    def detach(self) -> bool:
+        """Give the log its own inode when a hard link shares it (a copy of the content,
+        renamed over the name; the other names keep the old file untouched). Returns whether
+        it did."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink <= 1:
+            return False
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        write_atomic_bytes(self.path, data)
+        return True
 
     def append(self, record: dict) -> None:
         """Append one record with a single ``write`` (a kill leaves it whole or torn, never
-        interleaved)."""
+        interleaved). A log that a hard link shares is first detached (:meth:`detach`): ilnrun
+        never writes into a file that also lives outside the results directory."""
         line = (json.dumps(record, allow_nan=True) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        for _ in range(2):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                if os.fstat(fd).st_nlink <= 1:
+                    os.write(fd, line)
+                    return
+            finally:
+                os.close(fd)
+            self.detach()
+        raise OSError(f"{self.path} keeps more than one hard link; ilnrun will not append to it")
 
+
+MAX_RECORD_BYTES = 16 << 20  # one cells.jsonl line
 
 _SCALARS = (str, int, float, bool, type(None))
 
 
+# column -> accepted types of a record's row (a column absent from this table is not checked;
+# the first group must be present in every record)
+_NUMBER = (int, float)
+_REQUIRED = {
+    "cell_id": (str,),
+    "method": (str,),
+    "setting": (str,),
+    "repetition": (int,),
+    "diverged": (bool,),
+    "timed_out": (bool,),
+    "val_loss": _NUMBER,
+    "test_loss": _NUMBER,
+    "wall_s": _NUMBER,
+}
+_OPTIONAL = {
+    **{m: (*_NUMBER, type(None)) for m in METRICS},
+    "eval_s": (*_NUMBER, type(None)),
+    "rounds": (int, type(None)),
+    "seed": (int,),
+    "dsgd_k": (int, type(None)),
+    "budget_target": (int, type(None)),
+    "diverged_reason": (str, type(None)),
+    "train_evals": (int, type(None)),
+    "features_sampled": (int, type(None)),
+    "shrinks": (int, type(None)),
+    "test_evals": (int, type(None)),
+}
+
+
+def _row_ok(row: dict) -> bool:
+    """Whether a record's row has the columns every table needs, each of its type (a bool is
+    not a number; a number column may hold null where the learner has no value)."""
+    for col, types in _REQUIRED.items():
+        v = row.get(col, _ABSENT)
+        if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+            return False
+    sizes = {c: (int, type(None)) for c in size_columns()}
+    for col, types in (_OPTIONAL | sizes).items():
+        if col in row:
+            v = row[col]
+            if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+                return False
+    return True
+
+
+_ABSENT = object()
+
+
 def _parse_record(line: bytes) -> dict | None:
-    """A cell record from one log line, or ``None`` when the line is not a well-formed one."""
+    """A cell record from one log line, or ``None`` when the line is not a well-formed one
+    (bad JSON or bytes, nesting, not an object, a column missing or of the wrong type)."""
     try:
-        rec = json.loads(line)
-    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd nesting
+        rec = loads_json(line, MAX_RECORD_BYTES)
+    except (ValueError, YamlLimitError):  # bad JSON, bad UTF-8, absurd nesting
         return None
     if not (
         isinstance(rec, dict)
@@ -211,6 +332,7 @@ def _parse_record(line: bytes) -> dict | None:
         and isinstance(rec.get("digest", ""), str)
         and rec["row"].get("cell_id") == rec["id"]
         and all(isinstance(v, _SCALARS) for v in rec["row"].values())
+        and _row_ok(rec["row"])
     ):
         return None
     curve = rec["curve"]

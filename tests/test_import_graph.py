@@ -19,14 +19,17 @@ PKG = Path(__file__).resolve().parent.parent / "ilnrun"
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # pure helpers: parameters and validation, statistics, bounded YAML, step-size schedules,
     # batch-independent jax sums
-    ("ground", ("params", "stats", "safe_yaml", "schedules", "jax_ops")),
+    (
+        "ground",
+        ("params", "stats", "safe_yaml", "schedules", "jax_ops", "tempdirs", "estimator_checks"),
+    ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
     # passes), the exact-kernel theory, the matched budget
     ("plugins", ("features", "data", "datasets", "learners", "theory", "budget")),
     ("config", ("config",)),  # validation, resolution, the grid of cells
     ("cell", ("cell",)),  # what one cell is and computes
     ("engines", ("engines", "distributed")),  # how cells are executed
-    ("experiment", ("experiment", "results")),  # the results directory
+    ("experiment", ("experiment", "results", "readers")),  # the results directory
     ("top", ("api", "cli", "estimators", "overrides", "plots", "plotkit", "report", "__init__")),
 )
 RANK = {name: i for i, (name, _) in enumerate(FLOORS)}

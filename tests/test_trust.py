@@ -261,7 +261,18 @@ def test_sigkill_twice_then_resume_equals_uninterrupted(tmp_path):
 
 def _rec(cell_id: str, **extra) -> dict:
     """A minimal well-formed cell record."""
-    return {"id": cell_id, "row": {"cell_id": cell_id}, "curve": {"t": [1]}, **extra}
+    row = {
+        "cell_id": cell_id,
+        "method": "kernel_ogd",
+        "setting": "eta=1",
+        "repetition": 0,
+        "diverged": False,
+        "timed_out": False,
+        "val_loss": 0.5,
+        "test_loss": 0.5,
+        "wall_s": 0.1,
+    }
+    return {"id": cell_id, "row": row, "curve": {"t": [1]}, **extra}
 
 
 def test_torn_last_line_is_ignored_and_repaired(tmp_path):

@@ -57,6 +57,12 @@ def openml_table(name: str, version: int, data_home: str | None) -> tuple[Table,
         ) from None
     except ValueError as exc:  # unknown name / version, bad checksum, unreadable file
         raise DataError("name", f"OpenML data set {name!r}: {str(exc)[:200]}") from None
+    except Exception as exc:  # a damaged cache: fetch_openml's own KeyError, zlib.error, ...
+        raise DataError(
+            "name",
+            f"OpenML data set {name!r}: the cached copy under {home or '(scikit-learn default)'} "
+            f"is damaged ({type(exc).__name__}); delete its openml folder and fetch it again",
+        ) from None
     targets = list(bunch.target_names or [])
     return frame_table(bunch.frame.dropna(), f"OpenML data set {name!r}"), (
         targets[0] if len(targets) == 1 else ""

@@ -21,6 +21,7 @@ import hashlib
 
 import numpy as np
 
+from ..params import show
 from .base import DataError, Dataset, T_param, param, scale_labels, splits
 from .reader import Table
 
@@ -52,7 +53,8 @@ def feature_names(features: str | list[str], target: str, columns: list[str]) ->
     if missing:
         raise DataError(
             "features",
-            f"column(s) {', '.join(map(repr, missing))} not found (columns: {', '.join(columns)})",
+            f"column(s) {show(missing, 200)} not found among the file's {len(columns)} "
+            "columns (the file's content is not printed)",
         )
     if not names:
         raise DataError("features", "no feature columns")
@@ -117,7 +119,11 @@ def table_arrays(
     """``(X, y, feature names, split sizes)`` from a table, every problem a DataError."""
     columns = list(table)
     if target not in columns:
-        raise DataError("target", f"column {target!r} not found (columns: {', '.join(columns)})")
+        raise DataError(
+            "target",
+            f"column {show(target, 80)} not found among the file's {len(columns)} columns "
+            "(the file's content is not printed)",
+        )
     names = feature_names(features, target, columns)
     X = np.column_stack([numeric_column(table[f], f, "features") for f in names])
     y = numeric_column(table[target], target, "target")

@@ -60,7 +60,16 @@ TIMEOUT_CHUNK = 256  # rounds between two checks of limits.cell_timeout_s
 
 def memory_budget() -> int:
     """Bytes a wave's data plus one batch's state may use (``$ILNRUN_JAX_MEMORY_MB``)."""
-    mb = float(os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_MB)
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    try:
+        mb = float(text) if text else float(DEFAULT_MEMORY_MB)
+    except ValueError:
+        mb = math.nan
+    if not (math.isfinite(mb) and 1 <= mb <= 2**40):
+        raise ValueError(
+            f"${MEMORY_ENV} must be a number of MiB between 1 and {2**40:,} (unset: "
+            f"{DEFAULT_MEMORY_MB}); got {text[:40]!r}"
+        )
     return int(mb * 2**20)
 
 

@@ -139,6 +139,11 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
         if watch
         else {}
     )
-    with parallel_config(backend=backend, n_jobs=jobs, **limits):
+    from ..tempdirs import joblib_temp_folder
+
+    with (
+        joblib_temp_folder() as tmp,
+        parallel_config(backend=backend, n_jobs=jobs, temp_folder=tmp, **limits),
+    ):
         for rec in Parallel(return_as="generator_unordered")(tasks):
             on_record(rec)

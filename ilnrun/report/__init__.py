@@ -13,6 +13,7 @@ Each section is one module of :mod:`ilnrun.report.sections`; they all read one
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..results import write_atomic
@@ -31,6 +32,22 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
     return path
 
 
+MAX_REPORT_BYTES = 1 << 20  # read of one REPORT.md
+
+
+def _reports(experiments_dir: Path) -> list[Path]:
+    """Every ``*/REPORT.md`` below ``experiments_dir`` that is a regular file reached without
+    following a symbolic link (a linked report or folder may point anywhere)."""
+    out = []
+    for root, dirs, files in os.walk(experiments_dir, followlinks=False):
+        dirs.sort()
+        if "REPORT.md" in files:
+            p = Path(root) / "REPORT.md"
+            if p.is_file() and not p.is_symlink():
+                out.append(p)
+    return sorted(out)
+
+
 def build_index(experiments_dir: Path) -> Path:
     """Write ``experiments_dir/README.md``: one entry per ``*/REPORT.md`` with its title, the
     commands that regenerate it and its headline (the ``## Headline`` section, else the first
@@ -43,11 +60,11 @@ def build_index(experiments_dir: Path) -> Path:
         "generated from its results by `ilnrun report`._",
         "",
     ]
-    for report in sorted(experiments_dir.glob("**/REPORT.md")):
-        lines = report.read_text().splitlines()
+    for report in _reports(experiments_dir):
+        lines = report.read_bytes()[:MAX_REPORT_BYTES].decode("utf-8", "replace").splitlines()
         title = lines[0].lstrip("# ").strip() if lines else report.parent.name
         L += [f"## [{title}]({report.relative_to(experiments_dir)})", ""]
-        if "```" in lines:  # the first code block holds the commands
+        if lines.count("```") >= 2:  # the first code block holds the commands
             a = lines.index("```")
             b = lines.index("```", a + 1)
             L += lines[a : b + 1] + [""]

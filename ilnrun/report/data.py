@@ -3,13 +3,11 @@ row selections and paired comparisons the sections share (docs/architecture.md Â
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from ..learners import LEARNERS, competitors
 from ..stats import (
@@ -118,12 +116,16 @@ class ReportData:
 
     def __init__(self, results_dir: Path, out_dir: Path) -> None:
         self.results_dir, self.out_dir = Path(results_dir), Path(out_dir)
-        self.cfg = yaml.safe_load((self.results_dir / "config.yaml").read_text())
-        self.meta = json.loads((self.results_dir / "meta.json").read_text())
-        self.runs = pd.read_csv(self.results_dir / "runs.csv")
+        from ..readers import RUNS_COLUMNS, SUMMARY_COLUMNS, read_config, read_meta, read_table
+
+        d = self.results_dir
+        self.cfg = read_config(d)
+        self.meta = read_meta(d)
+        self.runs = read_table(d, "runs.csv", RUNS_COLUMNS)
+        self.summary = read_table(d, "summary.csv", SUMMARY_COLUMNS)
         # a learner without parameters has the empty setting, which the CSV reads back as NaN
-        self.runs["setting"] = self.runs["setting"].astype(object).fillna("")
-        self.summary = pd.read_csv(self.results_dir / "summary.csv")
+        if "setting" in self.runs:
+            self.runs["setting"] = self.runs["setting"].astype(object).fillna("")
         self.xa = x_axis(self.cfg)
         self.ks = [int(k) for k in sorted(self.summary["dsgd_k"].dropna().unique())]
         present = set(self.summary["method"])

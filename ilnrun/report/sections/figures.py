@@ -12,7 +12,7 @@ def render(r: ReportData) -> list[str]:
     names = []
     for stem in FIGURES:
         src = r.results_dir / f"{stem}.png"
-        if src.exists():
+        if src.is_file() and not src.is_symlink():  # never a directory, never through a link
             if src.resolve() != (r.out_dir / src.name).resolve():
                 copy_atomic(src, r.out_dir / src.name)
             names.append(src.name)

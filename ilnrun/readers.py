@@ -1,0 +1,176 @@
+"""Reading a results directory for ``ilnrun plot`` and ``ilnrun report``: every file through a
+bounded reader (:mod:`ilnrun.safe_yaml` for ``config.yaml`` and ``meta.json``, a size cap and
+column checks for the CSV tables), every problem a :class:`ResultsError` that names the file
+and never quotes its content.
+
+Writing next to the results follows the ownership rule of ``ilnrun run`` (docs/protocol.md
+§10): :func:`claim_outputs` lets ilnrun write only into a directory it owns (its manifest), an
+empty one (claimed), or a results directory of an earlier ilnrun without a manifest, and never
+over a file the manifest does not list.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .results import MANIFEST, ManifestError, read_manifest, sweep_temporaries, write_manifest
+from .safe_yaml import YamlLimitError, load_bounded, load_json, read_capped
+
+MAX_TABLE_BYTES = 1 << 30  # 1 GiB
+
+# columns every reader of a table relies on
+SUMMARY_COLUMNS = ("method", "dsgd_k", "n")
+RUNS_COLUMNS = ("method", "setting", "repetition", "selected", "diverged", "timed_out")
+CURVES_COLUMNS = ("method", "t", "online_loss")
+
+
+class ResultsError(Exception):
+    """A results directory (or a file in it) that cannot be read as ilnrun's: exit status 2."""
+
+
+def _regular(path: Path) -> None:
+    if not os.path.lexists(path):
+        raise ResultsError(f"{path} is missing; run `ilnrun run` first")
+    if not path.is_file():
+        raise ResultsError(f"{path} is not a regular file")
+
+
+def read_config(d: Path) -> dict:
+    """The resolved config ``d/config.yaml`` (a mapping with ``dataset`` and ``methods``)."""
+    path = Path(d) / "config.yaml"
+    _regular(path)
+    try:
+        cfg = load_bounded(path)
+    except YamlLimitError as exc:
+        raise ResultsError(f"{path}: refused: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError):
+        raise ResultsError(f"{path} is not valid YAML (not an ilnrun config)") from None
+    if not (
+        isinstance(cfg, dict)
+        and isinstance(cfg.get("name", ""), str)
+        and all(isinstance(cfg.get(k), dict) for k in ("dataset", "methods"))
+        and isinstance(cfg.get("evaluation", {}), dict)
+    ):
+        raise ResultsError(f"{path} is not an ilnrun config (no dataset / methods mappings)")
+    return cfg
+
+
+def read_meta(d: Path) -> dict:
+    """``d/meta.json`` (a mapping)."""
+    path = Path(d) / "meta.json"
+    _regular(path)
+    try:
+        meta = load_json(path)
+    except YamlLimitError as exc:
+        raise ResultsError(f"{path}: refused: {exc}") from None
+    except ValueError:
+        raise ResultsError(f"{path} is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{path} is not an ilnrun meta.json (not a mapping)")
+    return meta
+
+
+def read_table(
+    d: Path, name: str, columns: tuple[str, ...], empty_ok: bool = False
+) -> pd.DataFrame:
+    """The CSV table ``d/name`` with the ``columns`` named and (unless ``empty_ok``) a row."""
+    path = Path(d) / name
+    _regular(path)
+    try:
+        data = read_capped(path, MAX_TABLE_BYTES)
+        data.decode("utf-8")
+    except YamlLimitError as exc:
+        raise ResultsError(f"{path}: refused: {exc}") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path} is not a text table (not UTF-8)") from None
+    if b"\0" in data:
+        raise ResultsError(f"{path} is not a text table (binary content)")
+    try:
+        df = pd.read_csv(io.BytesIO(data), low_memory=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError):
+        raise ResultsError(f"{path} is not a CSV table ilnrun wrote") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{path} lacks the column(s) {', '.join(missing)}")
+    if df.empty and not empty_ok:
+        raise ResultsError(f"{path} holds no rows")
+    for c in ("dsgd_k", "n", "repetition", "t"):
+        if c in df and not pd.api.types.is_numeric_dtype(df[c]):
+            raise ResultsError(f"{path}: column {c} is not numeric")
+    for c in ("selected", "diverged", "timed_out"):
+        if c in df and not pd.api.types.is_bool_dtype(df[c]):
+            raise ResultsError(f"{path}: column {c} is not true/false")
+    return df
+
+
+def claim_outputs(directory: Path, names: list[str], results: bool) -> None:
+    """Check that ilnrun may write ``names`` into ``directory`` (created if missing): refuse a
+    non-empty directory without a manifest (unless ``results`` and it holds ilnrun results of
+    an earlier version), a name that is a link or not a regular file, and an existing file the
+    manifest does not list. An empty directory is claimed (an empty manifest); temporary files
+    of ours left by a killed write are removed."""
+    directory = Path(directory)
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise ResultsError(f"{directory} exists and is not a directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        owned = read_manifest(directory)
+    except ManifestError as exc:
+        raise ResultsError(f"{exc}; the directory cannot be identified as ilnrun's") from None
+    for name in names:
+        p = directory / name
+        if p.is_symlink() or (p.exists() and not p.is_file()):
+            raise ResultsError(f"{p} is a link or not a regular file; ilnrun will not replace it")
+    if owned is None:
+        entries = [p for p in directory.iterdir() if p.name != ".lock"]
+        if not entries:
+            write_manifest(directory, [])
+            return
+        if results and (directory / "config.yaml").is_file():
+            return  # results of an earlier ilnrun, written before manifests existed
+        if _earlier_report(directory, names):  # adopt exactly the files a report writes
+            write_manifest(directory, [n for n in names if (directory / n).is_file()])
+            return
+        raise ResultsError(
+            f"{directory} is not empty and was not created by ilnrun (no {MANIFEST}); "
+            "choose an empty or new directory"
+        )
+    for name in names:
+        if (directory / name).exists() and name not in owned:
+            raise ResultsError(
+                f"{directory / name} was not written by ilnrun (not in its {MANIFEST}); "
+                "move it away or choose another directory"
+            )
+    sweep_temporaries(directory, owned, min_age_s=60.0)
+
+
+REPORT_MARK = b"_Generated by `ilnrun report`"
+
+
+def _earlier_report(directory: Path, names: list[str]) -> bool:
+    """Whether ``directory`` (no manifest) holds only a report an earlier ilnrun generated:
+    every visible entry is a name the report writes, and ``REPORT.md`` carries the generated
+    mark in its first lines."""
+    report = directory / "REPORT.md"
+    if report.is_symlink() or not report.is_file():
+        return False
+    visible = [p.name for p in directory.iterdir() if not p.name.startswith(".")]
+    if not set(visible) <= set(names):
+        return False
+    with open(report, "rb") as fh:
+        head = fh.read(4096)
+    return REPORT_MARK in head
+
+
+def environment_error(exc: OSError, where: Path | str | None = None) -> str:
+    """One line for an operating-system failure (full disk, read-only directory, ...): the file
+    (else ``where``, the directory being written) and the system's words."""
+    what = exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    place = exc.filename or where
+    return f"{place}: {what}" if place else what
