@@ -140,9 +140,16 @@ class ReportData:
         out = {} if k is None else {"dsgd_k": k}
         return out | ({self.xa: x} if self.xa and x is not None else {})
 
+    def budgeted(self, method: str) -> bool:
+        """Whether ``method``'s selected settings are per budget: a compared learner with a
+        budget axis, unless none of its settings takes the budget (the ``theory`` preset)."""
+        if method not in self.compared or not self.ks:
+            return False
+        return bool(self.summary.loc[self.summary["method"] == method, "dsgd_k"].notna().any())
+
     def summary_rows(self, method: str, k: int | None, x: Any) -> pd.DataFrame:
         s = self.summary[self.summary["method"] == method]
-        if method in self.compared and k is not None:
+        if self.budgeted(method) and k is not None:
             s = s[s["dsgd_k"] == k]
         if self.xa and x is not None:
             s = s[s[self.xa] == x]
@@ -167,7 +174,7 @@ class ReportData:
 
     def vs_mean(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> dict:
         """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x)."""
-        keys = self.keys(k if method in self.compared else None, x)
+        keys = self.keys(k if self.budgeted(method) else None, x)
         return against(self.runs, method, keys, metric)
 
     def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
@@ -190,7 +197,7 @@ class ReportData:
             rows = self.runs[self.runs["method"] == m]
             if metric not in rows or not rows[metric].notna().any():
                 continue  # a metric this learner does not have (diverged losses are inf)
-            for k in self.ks if m in self.compared and self.ks else [None]:
+            for k in self.ks if self.budgeted(m) else [None]:
                 ps = [self.vs_mean(m, k, x, metric) for x in self.xs]
                 words = [verdict_word(p, short(m)) for p in ps]
                 out.append((m, k, ps, against_mean_counted(words, self.xa)))

@@ -15,7 +15,7 @@ def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
     col = f"{metric}_mean"
     vals = []
     for x in r.xs:
-        s = r.summary_rows(m, k if m in r.compared else None, x)
+        s = r.summary_rows(m, k if r.budgeted(m) else None, x)
         if len(s) and col in s and math.isfinite(v := float(s[col].iloc[0])):
             vals.append(v)
     if not vals:
@@ -37,7 +37,7 @@ def mean_lines(r: ReportData) -> list[str]:
     for k in r.ks or [None]:
         parts = []
         for m, kk, _, v in exact:
-            if kk != k and not (kk is None and m not in r.compared):
+            if kk != k and not (kk is None and not r.budgeted(m)):
                 continue
             span = _nmse_span(r, m, kk, "test_nmse")
             if v == "nothing to compare":

@@ -331,7 +331,16 @@ def render(r: ReportData) -> list[str]:
         body += lines
         summaries.append(summary)
     lit = dai[dai["cap"].isna()]
-    return L + overview(summaries, targets, lit) + body
+    const = runs["test_loss_const"] if "test_loss_const" in runs else pd.Series(dtype=float)
+    L += overview(summaries, targets, lit)
+    if const.notna().any():
+        L += [
+            f"- Yardstick: the mean predictor (the training-label mean) has test loss "
+            f"{const.min():.2g}–{const.max():.2g}, so excess risks above it are reached "
+            f"before a learner beats predicting the mean.",
+            "",
+        ]
+    return L + body
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -388,7 +397,6 @@ def overview(summaries: list[dict], targets: list[float], literal: pd.DataFrame)
         "- The paper's exponents are upper bounds (Corollary 1; its reading of Dai et al.): a "
         "measured slope below a bound is consistent with it, and shows neither learner "
         "needing the bound's number of examples on these data.",
-        "",
     ]
     return L
 
