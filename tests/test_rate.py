@@ -5,6 +5,7 @@ excess risk, slopes of T against 1/epsilon) and the report section."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -301,3 +302,6 @@ def test_rate_section_end_to_end(tmp_path):
     for short in ("SG avg", "SG final", "DSGD Dai", "DSGD val"):
         assert f"| {short} |" in text, short
     assert "DSGD Dai literal diverged in" in text
+    # the theory preset takes no budget: it is still set against the mean predictor
+    assert "Shrinking Gradient: nothing to compare" not in text
+    assert re.search(r"Shrinking Gradient: (beats|worse|not significantly|significantly)", text)

@@ -7,6 +7,7 @@ import math
 
 from ..data import COMPARISONS, ReportData, label
 from .gap import headline_lines as gap_lines
+from .rate import headline_lines as rate_lines
 from .theory import slope_sentence
 
 
@@ -64,6 +65,7 @@ def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
     L += mean_lines(r)
     L += gap_lines(r)
+    L += rate_lines(r)
     for metric, by, what in COMPARISONS:
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:

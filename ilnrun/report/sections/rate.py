@@ -296,6 +296,48 @@ def _fmt_e(v: float) -> str:
     return "diverged" if not math.isfinite(v) else f"{v:.3g}"
 
 
+def _targets_tasks(r: ReportData, dai: pd.DataFrame) -> tuple[list[float], list[str]]:
+    """The target epsilons (largest first) and the dataset axes other than T (one task per
+    combination of their values)."""
+    targets = sorted({float(e) for e in dai["epsilon"].dropna()}, reverse=True)
+    tasks = [
+        k for k, v in r.cfg["dataset"].items() if isinstance(v, list) and k not in ("T", "kind")
+    ]
+    return targets, tasks
+
+
+def headline_lines(r: ReportData) -> list[str]:
+    """One headline bullet: each learner's slope of T against 1/epsilon, over the tasks."""
+    runs = r.runs
+    if "preset" not in runs or "epsilon" not in runs:
+        return []
+    dai = runs[(runs["method"] == roles()[1]) & (runs["preset"] == "dai")]
+    if dai.empty or comparator_ok(r.cfg):
+        return []
+    targets, tasks = _targets_tasks(r, dai)
+    groups = runs.groupby(tasks, dropna=False) if tasks else [((), runs)]
+    sums = [render_task(g, targets, "")[1] for _, g in groups]
+    parts = []
+    for k, short, _, _ in LEARNERS:
+        sts = [s[k]["slope"] for s in sums if k in s and s[k]["slope"]["n"] > 1]
+        if sts:
+            lo = min(st["mean"] - st["ci95"] for st in sts)
+            hi = max(st["mean"] + st["ci95"] for st in sts)
+            parts.append(
+                f"{short} {_range([st['mean'] for st in sts], '.2f')} "
+                f"(95% intervals {lo:.2f}–{hi:.2f})"
+            )
+        elif any(k in s for s in sums):
+            parts.append(f"{short} none (no target reached)")
+    return [
+        "- The rate claim against Doubly SGD (ILN paper Section 4; bounds: slope 2 for "
+        "Shrinking Gradient, 4 for Doubly SGD): slope of T against 1/epsilon for epsilon = "
+        f"{targets[-1]:g}–{targets[0]:g}, per-repetition mean over {len(sums)} setting(s): "
+        + "; ".join(parts)
+        + "."
+    ]
+
+
 def render(r: ReportData) -> list[str]:
     runs = r.runs
     if "preset" not in runs or "epsilon" not in runs:
@@ -307,10 +349,7 @@ def render(r: ReportData) -> list[str]:
     why = comparator_ok(r.cfg)
     if why:
         return L + [f"Not computed: {why}.", ""]
-    targets = sorted({float(e) for e in dai["epsilon"].dropna()}, reverse=True)
-    tasks = [
-        k for k, v in r.cfg["dataset"].items() if isinstance(v, list) and k not in ("T", "kind")
-    ]
+    targets, tasks = _targets_tasks(r, dai)
     L += [
         "The best predictor in the ball `‖f‖_H ≤ B` is the target itself: its RKHS norm is "
         "`rkhs_norm ≤ B` and the labels are noise-free, so its loss is 0 on every split and a "
