@@ -203,17 +203,22 @@ def _arguments(h: dict, k: int | None, T: int) -> dict:
 
 
 def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
-    """``ilnrun validate``: the ``dai`` preset's ``nu`` and first step per setting."""
-    out = []
+    """``ilnrun validate``: the ``dai`` preset's ``nu``, ``theta`` and first step, once per
+    distinct setting."""
+    seen = []
     for h in hypers:
         if h.get("preset") != "dai":
             continue
-        a = dai_steps(h["epsilon"], h.get("B") or 1.0, h.get("theta_nu") or 1.5, h.get("cap"))
+        key = (h["epsilon"], h.get("B") or 1.0, h.get("theta_nu") or 1.5, h.get("cap"))
+        if key not in seen:
+            seen.append(key)
+    out = []
+    for epsilon, B, theta_nu, cap in seen:
+        a = dai_steps(epsilon, B, theta_nu, cap)
         gamma1 = step_sizes(a["schedule"], a["eta"], 1, a.get("decay"))[0]
         out.append(
-            f"doubly_sgd dai preset (epsilon={h['epsilon']}, B={h.get('B') or 1.0}, "
-            f"theta_nu={h.get('theta_nu') or 1.5}, cap={h.get('cap')}): nu = {a['nu']:.4g}, "
-            f"theta = {(h.get('theta_nu') or 1.5) / a['nu']:.4g}, gamma_1 = {gamma1:.4g}"
+            f"doubly_sgd dai preset (epsilon={epsilon}, B={B}, theta_nu={theta_nu}, cap={cap}): "
+            f"nu = {a['nu']:.4g}, theta = {theta_nu / a['nu']:.4g}, gamma_1 = {gamma1:.4g}"
         )
     return out
 

@@ -209,7 +209,7 @@ class ReportData:
         value may lie outside the grid."""
         grid = self.cfg["methods"].get(method, {})
         s = self.summary[self.summary["method"] == method]
-        if k is not None and method in self.compared:
+        if k is not None and self.budgeted(method):
             s = s[s["dsgd_k"] == k]
         out = []
         for key, values in grid.items():
@@ -246,7 +246,7 @@ class ReportData:
     def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
         """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their
         selected settings, paired by repetition (:func:`ilnrun.stats.paired_ratio`)."""
-        a = pick(self.runs, method, self.keys(k if method in self.compared else None, x), None)
+        a = pick(self.runs, method, self.keys(k if self.budgeted(method) else None, x), None)
         b = pick(self.runs, ref, self.keys(None, x), None)
         return paired_ratio(
             a.set_index("repetition")["test_nmse"], b.set_index("repetition")["test_nmse"]
@@ -260,7 +260,7 @@ class ReportData:
             for m in self.methods:
                 if m in self.batch:
                     continue
-                for k in self.ks if m in self.compared and self.ks else [None]:
+                for k in self.ks if self.budgeted(m) else [None]:
                     out.append((ref, m, k, [self.gap(m, ref, k, x) for x in self.xs]))
         return out
 

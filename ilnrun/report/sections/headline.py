@@ -85,7 +85,7 @@ def render(r: ReportData) -> list[str]:
     edges = [
         f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {', '.join(e)}"
         for m in r.methods
-        for k in (r.ks if m in r.compared and r.ks else [None])
+        for k in (r.ks if r.budgeted(m) else [None])
         if (e := r.edges(m, k))
     ]
     if edges:
