@@ -1,6 +1,7 @@
 """ilnrun: experiment runner for "Learning Infinite Layer Networks Without the Kernel Trick".
 
-``ilnrun.run_experiment`` runs a config from Python (:mod:`ilnrun.api`); the learners as
+``ilnrun.run_experiment`` runs a config from Python (:mod:`ilnrun.api`); ``ilnrun.load`` reads a
+results directory back and reproduces any of its cells (:mod:`ilnrun.roundtrip`); the learners as
 scikit-learn regressors are in :mod:`ilnrun.estimators`. Both are imported on first use, so
 ``import ilnrun`` stays cheap and scikit-learn stays optional.
 """
@@ -14,6 +15,8 @@ __version__ = "0.2.0"  # kept equal to pyproject.toml (a test checks)
 _LAZY = {
     "run_experiment": "api",
     "Results": "api",
+    "load": "roundtrip",
+    "LoadError": "roundtrip",
     "ShrinkingGradientRegressor": "estimators",
     "DoublySGDRegressor": "estimators",
     "FixedRandomRegressor": "estimators",

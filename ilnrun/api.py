@@ -11,7 +11,6 @@ gives the same cells, seeds and numbers from either.
 from __future__ import annotations
 
 import numbers
-import os
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -29,11 +28,10 @@ class ArgumentError(ValueError):
 
 
 def cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """CPUs this process may run on (:func:`ilnrun.config.resources.usable_cpus`)."""
+    from .config.resources import usable_cpus
+
+    return usable_cpus()
 
 
 def check_run_args(
@@ -158,6 +156,9 @@ def run_resolved(
     from .experiment import run
 
     jobs = check_run_args(jobs, backend, scheduler, fresh, quiet)
+    from .config.resources import check_run
+
+    check_run(cfg, jobs, backend, scheduler)  # jobs workers at once: refused before any work
     kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path)
     if backend == "dask":
         from .distributed import dask_client

@@ -67,6 +67,7 @@ __all__ = [
     "reference_losses",
     "run_cell",
     "seeds",
+    "validation_seed",
 ]
 
 
@@ -160,6 +161,13 @@ def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.Seed
     return fit_ss, eval_ss
 
 
+def validation_seed(seed: int, cell: Cell) -> np.random.SeedSequence:
+    """The seed of ``val_loss_estimated``'s Algorithm-2 samples: the third child of the cell's
+    seed sequence (the first two, :func:`seeds`, are those of every other column, which it
+    leaves as they were)."""
+    return seed_sequence(seed, cell.key).spawn(3)[2]
+
+
 NUMERIC_ERRORS = (
     OverflowError,
     FloatingPointError,
@@ -221,11 +229,16 @@ LOSS_KEYS = (
     "test_loss_estimated",
     "test_nmse",
     "test_nmse_estimated",
+    "val_loss_estimated",
 )
 
 
 def evaluate(
-    res: FitResult, inst: Instance, evaluation: EvaluationConfig, rng: np.random.Generator
+    res: FitResult,
+    inst: Instance,
+    evaluation: EvaluationConfig,
+    rng: np.random.Generator,
+    val_rng: np.random.Generator | None = None,
 ) -> dict:
     """Validation and test losses of a learned predictor (docs/protocol.md).
 
@@ -235,7 +248,11 @@ def evaluate(
     (``f = sum_j c_j psi(., w_j)``) exactly on their own features. A learner that also returns an
     averaged predictor (Shrinking Gradient, Corollary 1) gets ``test_loss_avg`` and
     ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what a user without the kernel
-    gets; on the first ``n_test_estimated`` test points).
+    gets; on the first ``n_test_estimated`` test points) and ``val_loss_estimated``: the
+    validation loss the same way, on the first ``n_test_estimated`` validation points with its
+    own generator ``val_rng`` (drawn after, and independent of, every other column), what
+    ``evaluation.select_on: estimated`` selects on (docs/protocol.md §5.2); the predictor's own
+    ``val_loss`` when Algorithm 2 already evaluated it (no closed-form kernel).
     """
     out: dict = dict.fromkeys(LOSS_KEYS, math.nan)
     out.update(test_evals=0, eval_mode="exact")
@@ -259,12 +276,34 @@ def evaluate(
             else p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng)
         )
         out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
+        out["val_loss_estimated"] = _val_estimated(p, inst, evaluation, val, mode, val_rng)
         var = float(np.var(d.y_test[:n_est]))
         out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
     out["val_loss"] = _half_sq(val, d.y_val)
     out["test_loss"] = _half_sq(test, d.y_test)
     out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
     return out
+
+
+def _val_estimated(
+    p: KernelExpansion,
+    inst: Instance,
+    evaluation: EvaluationConfig,
+    val: np.ndarray,
+    mode: str,
+    rng: np.random.Generator | None,
+) -> float:
+    """``½ mean (f̂(x) − y)²`` over the first ``n_test_estimated`` validation points, ``f̂`` the
+    Algorithm-2 estimate of ``p`` with ``m_test`` samples a point (``val``, the predictions
+    already made, when ``mode`` is ``estimated``); NaN without a generator."""
+    d = inst.data
+    if mode == "estimated":
+        return _half_sq(val, d.y_val)
+    if rng is None:
+        return math.nan
+    n = evaluation.n_estimated(len(d.y_val))
+    est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, evaluation.m_test, rng)
+    return _half_sq(est, d.y_val[:n])
 
 
 def _predict(p, inst: Instance, m_test: int, rng) -> tuple[np.ndarray, np.ndarray, str, int]:
@@ -384,7 +423,8 @@ def finish(
     ev = None
     if reason is None:
         eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
-        ev, reason = guarded("evaluation", evaluate, res, inst, evaluation, eval_rng)
+        val_rng = np.random.default_rng(validation_seed(exp.seed, cell))
+        ev, reason = guarded("evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng)
     ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None)
     eval_s = perf_counter() - t0
 

@@ -226,6 +226,8 @@ def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overr
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot write the results: {environment_error(exc, out_dir)}", 1)
+    except C.ConfigError as exc:  # e.g. --jobs workers that do not fit this machine's memory
+        _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
     except RunInterrupted as exc:
         for sig in (signal.SIGINT, signal.SIGTERM):  # the stop is under way: no second one
             signal.signal(sig, signal.SIG_IGN)
@@ -339,17 +341,33 @@ def index(experiments_dir: str) -> None:
 
 @main.command()
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Workers to check the memory estimate for (as `ilnrun run --jobs`).",
+)
 @_SET
-def validate(config_path: str, overrides: tuple[str, ...]) -> None:
-    """Check CONFIG.yaml; print the resolved config, the derived budgets, the cell count and the
-    estimated size of the largest cell."""
+def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
+    """Check CONFIG.yaml; print the resolved config, the derived budgets, each learner's estimated
+    time and memory per cell, the cell count and the estimated size of the largest cell."""
     from .budget import derive
-    from .config.schema import largest_cell
+    from .config import resources
     from .learners import LEARNERS
 
     cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
+    # the jax engine runs its batches in this process: --jobs does not apply
+    jobs = (
+        1 if cfg.get("engine") == "jax" else max(1, min(jobs, resources.usable_cpus(), len(cells)))
+    )
+    problems: list = []
+    resources.check(cfg, problems, jobs=jobs, n_cells=len(cells))
+    if problems:
+        _fail([f"{p}: {m}" for p, m in problems])
     Ts = sorted({c.data["T"] for c in cells})
     budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
     if budgeted:
@@ -367,16 +385,14 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
         if notes is not None:
             for line in notes(C.method_grid(name, params), Ts):
                 click.echo(f"# {line}")
-    est = largest_cell(cfg)
-    click.echo(
-        f"# cells: {len(cells)}; largest cell: ~{est['memory'] / 2**20:,.0f} MiB, "
-        f"{est['evaluations']:,} training evaluations"
-    )
+    for line in resources.summary_lines(cfg, jobs):
+        click.echo(f"# {line}")
 
 
 @main.command(name="list")
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
+    from .config.keys import SELECT_ON
     from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
     from .datasets import DATASETS
     from .features import FEATURE_MAPS
@@ -386,7 +402,7 @@ def list_() -> None:
     for name, spec in LEARNERS.items():
         size = f"; budget size {spec.budget.name}" if spec.budget else "; no budget"
         click.echo(f"  {name} ({spec.role}): {spec.summary}{size}")
-        for p in spec.params:
+        for p in spec.config_params:
             click.echo(f"      {p.describe()}")
     click.echo("feature maps (feature_map.kind):")
     for name, fmap in FEATURE_MAPS.items():
@@ -401,7 +417,7 @@ def list_() -> None:
             click.echo(f"      {p.describe()}")
     for section, params in (
         ("budget", BUDGET_PARAMS),
-        ("evaluation", EVALUATION_PARAMS),
+        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON)),
         ("limits", LIMITS_PARAMS),
     ):
         click.echo(f"{section}:")

@@ -45,7 +45,8 @@ Gradient, Corollary 1). **Seeds**: ``random_state`` is an int ``s`` (the pass dr
 and estimated predictions from its second (``ss.spawn(2)``, computed without changing ``ss``).
 ``partial_fit`` appends rows and refits on the whole stream (the learners keep no resumable
 state). Fitted attributes: ``n_features_in_``, ``feature_map_``, ``predictor_``,
-``fit_arguments_``, the counters ``train_evals_``, ``features_sampled_``, ``shrinks_``,
+``fit_arguments_``, ``fit_result_`` (the learner's :class:`~ilnrun.learners.base.FitResult`, in
+its label units), the counters ``train_evals_``, ``features_sampled_``, ``shrinks_``,
 ``kernel_evals_``, ``online_losses_`` (in the units of ``y``), ``diverged_``, ``y_mean_``,
 ``y_scale_`` and the stream ``X_seen_``, ``y_seen_``.
 """
@@ -256,6 +257,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         )
         if self._predict_seed is None:
             self._predict_seed = int(rng.integers(np.iinfo(np.int64).max))
+        self.fit_result_ = res  # the learner's own record of the pass (ilnrun.roundtrip)
         self.predictor_ = res.predictor
         if self.average:
             if res.averaged is None:

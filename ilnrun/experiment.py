@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +41,7 @@ from .results import (
     build_tables,
     read_manifest,
     record_output,
+    select_modes,
     sweep_temporaries,
     write_atomic,
     write_manifest,
@@ -195,13 +196,17 @@ def _short(v: object, width: int = 60) -> str:
 
 
 def _numbers_part(cfg: dict) -> dict:
-    """The config without its free-text ``description`` (which changes no number); the default
+    """The config without its free-text ``description`` and ``evaluation.select_on`` (which
+    change no number: a resume under another ``select_on`` only selects again); the default
     ``engine: numpy`` is left out, so results written before the key existed still resume."""
-    return {
+    out = {
         k: v
         for k, v in cfg.items()
         if k != "description" and not (k == "engine" and v == DEFAULT_ENGINE)
     }
+    if isinstance(out.get("evaluation"), Mapping) and "select_on" in out["evaluation"]:
+        out["evaluation"] = {k: v for k, v in out["evaluation"].items() if k != "select_on"}
+    return out
 
 
 def check_files(out: Path) -> None:
@@ -431,6 +436,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "versions": _versions(),
         "platform": platform.platform(),
         "engine": cfg.engine,
+        "compiled_kernels": _compiled_kernels(),
     }
     if cfg.engine == "jax":
         from .engines.jax_env import device
@@ -463,7 +469,10 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
             execute(cfg, pending, jobs, backend, on_record)
             if stop_requested() is not None:
                 raise _Stop(stop_requested())
-            runs, summary, curves = build_tables(list(done.values()), order, dataset_keys(cfg))
+            modes = select_modes(cfg.evaluation.select_on, cfg.methods)
+            runs, summary, curves = build_tables(
+                list(done.values()), order, dataset_keys(cfg), modes
+            )
             write_tables(out, runs, summary, curves)
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             write_atomic(meta_path, json.dumps(meta, indent=2))
@@ -512,6 +521,13 @@ def older_version_note(older: str, out: Path) -> str:
         f"record digest matches (others run again). Use --fresh to recompute every cell with "
         f"{__version__}."
     )
+
+
+def _compiled_kernels() -> bool:
+    """Whether the numpy engine's compiled kernels run (numba importable, not switched off)."""
+    from .learners import shrinking_gradient_kernels
+
+    return shrinking_gradient_kernels.available()
 
 
 def _first_start(meta_path: Path) -> str | None:

@@ -8,7 +8,10 @@
 - Selection (docs/protocol.md §5): for every (method, dataset setting, budget) the
   hyperparameter setting with the lowest mean validation loss over repetitions is selected;
   settings with a diverged or timed-out repetition are skipped; every grid point stays in
-  ``runs.csv`` (column ``selected``).
+  ``runs.csv`` (column ``selected``). The validation loss is ``val_loss``, or for a learner
+  selected on its Algorithm-2 estimate (``evaluation.select_on: estimated``, §5.2)
+  ``val_loss_estimated``; where the rows carry ``val_loss_estimated`` both selections are
+  kept (``selected_exact``, ``selected_estimated``) and summarized side by side.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .learners import hyper_columns, size_columns
+from .learners import LEARNERS, hyper_columns, size_columns
 from .safe_yaml import YamlLimitError, load_json, loads_json
 from .stats import mean_ci
 
@@ -46,7 +49,31 @@ METRICS = (
     "regret_estimated",
     "best_loss_B",
     "lemma5_max_ratio",
+    "val_loss_estimated",
 )
+
+# the validation loss each selection mode selects on (docs/protocol.md §5.2)
+SELECT_COLUMN = {"exact": "val_loss", "estimated": "val_loss_estimated"}
+# the metrics summarized under both selections (``sel_<mode>_<metric>_mean`` / ``_ci95``)
+BOTH_SELECTIONS = (
+    "val_loss",
+    "val_loss_estimated",
+    "test_loss",
+    "test_nmse",
+    "test_loss_estimated",
+    "test_nmse_estimated",
+)
+
+
+def select_modes(select_on: str | dict, methods) -> dict[str, str]:
+    """``evaluation.select_on`` as a mode per learner of ``methods`` (``exact`` for a learner
+    without an Algorithm-2 validation loss, whatever the config says: docs/protocol.md §5.2)."""
+    from .config.typed import select_mode
+
+    return {
+        m: select_mode(select_on, m, LEARNERS[m].estimated_validation if m in LEARNERS else False)
+        for m in methods
+    }
 
 
 STATUS_COLUMNS = ("diverged", "diverged_reason", "timed_out", "rounds", "wall_s", "eval_s")
@@ -353,24 +380,54 @@ def group_columns(runs: pd.DataFrame, dataset_keys: list[str]) -> list[str]:
     return ["method", *dataset_keys, "dsgd_k"]
 
 
-def select(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
-    """Add the boolean column ``selected`` (selection on mean validation loss; a
-    setting with a diverged or timed-out repetition is skipped)."""
+def select(
+    runs: pd.DataFrame, dataset_keys: list[str], modes: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """Add the boolean column ``selected``: per group the setting with the lowest mean
+    validation loss — ``val_loss``, or ``val_loss_estimated`` for a learner whose mode in
+    ``modes`` (:func:`select_modes`; default ``exact`` for all) is ``estimated`` — skipping a
+    setting with a diverged or timed-out repetition or a non-finite mean. When some row has a
+    ``val_loss_estimated``, both selections are kept as well: ``selected_exact`` and
+    ``selected_estimated`` (a learner without the column selects on ``val_loss`` in both)."""
     runs = runs.copy()
-    runs["selected"] = False
+    modes = modes or {}
+    both = "val_loss_estimated" in runs and runs["val_loss_estimated"].notna().any()
+    on = {mode: pd.Series(False, index=runs.index) for mode in ("exact", "estimated")}
+    selected = pd.Series(False, index=runs.index)
     failed = runs["diverged"] | runs["timed_out"]
     for _, g in runs.assign(failed=failed).groupby(
         group_columns(runs, dataset_keys), dropna=False, sort=False
     ):
-        per = g.groupby("setting", sort=False).agg(
-            val=("val_loss", "mean"), failed=("failed", "any"), first=("cell_index", "min")
-        )
-        ok = per[~per["failed"] & np.isfinite(per["val"])]
-        if ok.empty:
-            continue
-        best = ok.sort_values(["val", "first"]).index[0]
-        runs.loc[g.index[g["setting"] == best], "selected"] = True
+        has_est = "val_loss_estimated" in g and g["val_loss_estimated"].notna().any()
+        exact = _best_setting(g, "val_loss")
+        # without an Algorithm-2 validation loss a group has no estimated selection of its own
+        est = _best_setting(g, "val_loss_estimated") if has_est else None
+        if exact is not None:
+            on["exact"][g.index[g["setting"] == exact]] = True
+        side = est if has_est else exact  # the side-by-side column: same as exact without one
+        if side is not None:
+            on["estimated"][g.index[g["setting"] == side]] = True
+        # the learner's own mode (an old results directory without the column: none selected)
+        best = est if modes.get(g["method"].iloc[0], "exact") == "estimated" else exact
+        if best is not None:
+            selected[g.index[g["setting"] == best]] = True
+    runs["selected"] = selected
+    if both:
+        runs["selected_exact"] = on["exact"]
+        runs["selected_estimated"] = on["estimated"]
     return runs
+
+
+def _best_setting(g: pd.DataFrame, column: str) -> str | None:
+    """The setting of group ``g`` with the lowest mean ``column`` over repetitions (ties: grid
+    order), among those without a failed repetition; ``None`` when none is left."""
+    per = g.groupby("setting", sort=False).agg(
+        val=(column, "mean"), failed=("failed", "any"), first=("cell_index", "min")
+    )
+    ok = per[~per["failed"] & np.isfinite(per["val"])]
+    if ok.empty:
+        return None
+    return ok.sort_values(["val", "first"]).index[0]
 
 
 def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
@@ -387,6 +444,7 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
         sel = g[g["selected"]]
         if sel.empty:
             row.update(setting=None, n=0)
+            row.update(_both_selections(g))
             rows.append(row)
             continue
         first = sel.iloc[0]
@@ -401,6 +459,7 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
             row[f"{metric}_mean"] = st["mean"]
             row[f"{metric}_std"] = st["std"]
             row[f"{metric}_ci95"] = st["ci95"]
+        row.update(_both_selections(g))
         rows.append(row)
     out = pd.DataFrame(rows)
     for col in int_columns():
@@ -409,10 +468,32 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
     return out
 
 
+def _both_selections(g: pd.DataFrame) -> dict:
+    """For a group whose rows carry both selections: per mode ``sel_<mode>_setting``,
+    ``sel_<mode>_n`` and ``sel_<mode>_<metric>_mean`` / ``_ci95`` of :data:`BOTH_SELECTIONS`
+    (docs/protocol.md §10.3); nothing for other groups."""
+    if "selected_estimated" not in g or not g["val_loss_estimated"].notna().any():
+        return {}
+    out: dict = {}
+    for mode in ("exact", "estimated"):
+        sel = g[g[f"selected_{mode}"].astype(bool)]
+        out[f"sel_{mode}_setting"] = sel["setting"].iloc[0] if len(sel) else None
+        out[f"sel_{mode}_n"] = len(sel)
+        for metric in BOTH_SELECTIONS:
+            st = mean_ci(sel[metric].to_numpy(dtype=float))
+            out[f"sel_{mode}_{metric}_mean"] = st["mean"]
+            out[f"sel_{mode}_{metric}_ci95"] = st["ci95"]
+    return out
+
+
 def build_tables(
-    records: list[dict], order: dict[str, int], dataset_keys: list[str]
+    records: list[dict],
+    order: dict[str, int],
+    dataset_keys: list[str],
+    modes: dict[str, str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``runs``, ``summary`` and ``curves`` tables from cell records, in cell order."""
+    """``runs``, ``summary`` and ``curves`` tables from cell records, in cell order; selection
+    per learner by ``modes`` (:func:`select_modes`; default: every learner on ``val_loss``)."""
     recs = sorted(records, key=lambda r: order[r["id"]])
     runs = pd.DataFrame([{**r["row"], "cell_index": order[r["id"]]} for r in recs])
     # columns in order of appearance, the status columns last (whichever learner came first)
@@ -423,7 +504,7 @@ def build_tables(
     for col in int_columns():  # integers that are missing for some learners
         if col in runs:
             runs[col] = runs[col].astype("Int64")
-    runs = select(runs, dataset_keys)
+    runs = select(runs, dataset_keys, modes)
     summary = summarize(runs, dataset_keys)
     sel_ids = set(runs.loc[runs["selected"], "cell_id"])
     id_cols = ["method", *dataset_keys, "dsgd_k", "repetition", "setting"]

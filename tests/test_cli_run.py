@@ -38,6 +38,7 @@ def test_run_writes_all_outputs(finished_run):
     assert yaml.safe_load((out / "config.yaml").read_text()) == C.load(cfg_path)
     meta = json.loads((out / "meta.json").read_text())
     assert meta["cells"] == TINY_CELLS and meta["end"] is not None
+    assert isinstance(meta["compiled_kernels"], bool)
     summary = pd.read_csv(out / "summary.csv")
     # one row per (method, D): 4 methods x 2 values of D
     assert len(summary) == 8

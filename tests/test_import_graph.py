@@ -39,7 +39,20 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cell", ("cell",)),  # what one cell is and computes
     ("engines", ("engines", "distributed")),  # how cells are executed
     ("experiment", ("experiment", "results", "readers")),  # the results directory
-    ("top", ("api", "cli", "estimators", "overrides", "plots", "plotkit", "report", "__init__")),
+    (
+        "top",
+        (
+            "api",
+            "cli",
+            "estimators",
+            "overrides",
+            "plots",
+            "plotkit",
+            "report",
+            "roundtrip",
+            "__init__",
+        ),
+    ),
 )
 RANK = {name: i for i, (name, _) in enumerate(FLOORS)}
 

@@ -27,7 +27,7 @@ def test_both_learners_worse_than_the_mean_is_said_in_plain_words():
 def test_a_selected_value_at_the_edge_of_its_grid_is_flagged():
     r = object.__new__(ReportData)  # only the attributes edges() reads
     r.cfg = {"methods": {"m": {"eta": [0.1, 0.3, 1.0], "schedule": ["constant", "inv_sqrt"]}}}
-    r.compared = ["m"]
+    r.compared, r.xa = ["m"], None
     r.summary = pd.DataFrame(
         {"method": ["m", "m", "m"], "dsgd_k": [1, 1, 2], "eta": [1.0, 0.3, 0.3]}
     )

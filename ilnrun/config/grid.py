@@ -79,7 +79,8 @@ class Cell:
 
 def record_digest(exp: Experiment, cell: Cell) -> str:
     """Digest of everything that determines a cell's numbers: its key, the root seed, the
-    feature map, the budget convention, the evaluation settings and the engine. A logged record
+    feature map, the budget convention, the evaluation settings that change numbers (not
+    ``select_on``) and the engine. A logged record
     whose digest differs belongs to another config and is never resumed."""
     return digest(
         {
@@ -87,7 +88,7 @@ def record_digest(exp: Experiment, cell: Cell) -> str:
             "seed": exp.seed,
             "feature_map": exp.feature_map.as_dict(),
             "match": exp.budget.match,
-            "evaluation": exp.evaluation.as_dict(),
+            "evaluation": exp.evaluation.numbers(),
             "data": _files_by_content(exp, cell.data),
             "engine": exp.engine,
         }

@@ -9,8 +9,6 @@ The keys of learners, feature maps and datasets come from their specs (:data:`LE
 from __future__ import annotations
 
 import itertools
-import math
-import os
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,8 +32,8 @@ from ..params import (
     unknown,
 )
 from ..safe_yaml import YamlLimitError, load_bounded
-from ..theory import KERNEL_DIAGNOSTICS_MAX_T, PRIMAL_EVALUATION_ABOVE_T, kernel_diagnostics_bytes
-from . import grid
+from . import grid, resources
+from .keys import EVALUATION_PARAMS, add_select_on, check_method
 from .typed import Experiment
 
 BUDGET_PARAMS = (
@@ -56,58 +54,6 @@ BUDGET_PARAMS = (
         min=1,
     ),
 )
-EVALUATION_PARAMS = (
-    # Defaults: the Algorithm-2 test estimate costs 2 m_test n_test_estimated = 40 000 feature
-    # evaluations per cell whatever the size of the test split: one training pass of T = 200
-    # rounds at m = 101 (2 m (T - 1)), a tenth of it at T = 2000 or m = 1000.
-    Param(
-        "m_test",
-        "int",
-        100,
-        "Algorithm-2 samples per point for estimated predictions (noisy at 100: raise it, e.g. "
-        "to the training m, for a test_loss_estimated that compares with the online loss)",
-        min=1,
-        listable=False,
-    ),
-    Param(
-        "n_test_estimated",
-        "int",
-        200,
-        "test points (the first n of the test split) on which test_loss_estimated is computed, "
-        "or 'all'",
-        min=1,
-        listable=False,
-        special=("all",),
-    ),
-    Param(
-        "regret_B",
-        "float",
-        None,
-        "radius B of the RKHS ball for the regret of kernel-expansion learners against the best "
-        "f with |f|_H <= B in hindsight (exact: O(T^3) per dataset with the T x T kernel, up to "
-        "T = 20 000; O(T D^2) in the coordinate map's primal; null: not computed)",
-        min=0,
-        min_exclusive=True,
-        listable=False,
-        special=(None,),
-    ),
-    Param(
-        "curve_points",
-        "int",
-        200,
-        "points of each learning curve kept in curves.csv",
-        min=2,
-        listable=False,
-    ),
-)
-
-
-def _machine_memory_gb() -> float:
-    """Physical memory of this machine in GiB (8 if it cannot be read)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError, AttributeError):
-        return 8.0
 
 
 LIMITS_PARAMS = (
@@ -134,8 +80,8 @@ LIMITS_PARAMS = (
         "max_memory_gb",
         "float",
         None,
-        "a config whose largest cell is estimated to need more memory (GiB) is refused before "
-        "it starts (null: 80% of this machine's memory)",
+        "a config whose largest cell (times --jobs workers) is estimated to need more memory "
+        "(GiB) is refused before anything is built (null: 80% of this machine's memory)",
         min=0,
         min_exclusive=True,
         listable=False,
@@ -289,8 +235,9 @@ def resolve(
         raw.get("feature_map"), FEATURE_MAPS, "feature_map", problems, DEFAULT_FEATURE_MAP
     )
     cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
+    raw_eval = raw.get("evaluation")
     cfg["evaluation"] = check_section(
-        raw.get("evaluation"), EVALUATION_PARAMS, "evaluation", problems
+        raw_eval, EVALUATION_PARAMS, "evaluation", problems, skip=("select_on",)
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
     cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
@@ -315,9 +262,8 @@ def resolve(
                     unknown(mname, LEARNERS, f"methods.{key_text(mname)}", what="learner")
                 )
                 continue
-            cfg["methods"][mname] = check_section(
-                mraw, LEARNERS[mname].params, f"methods.{mname}", problems
-            )
+            cfg["methods"][mname] = check_method(mname, mraw, problems)
+    add_select_on(raw_eval, cfg, problems)
     if not problems:
         _resolve_paths(cfg, base_dir, problems)
     if not problems:
@@ -405,10 +351,10 @@ def _cross_checks(cfg: dict, problems: list) -> None:
                         )
                     )
     _engine_checks(cfg, problems)
+    if not problems:  # sizes first: the feature map's check builds a dataset
+        _resource_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
-    if not problems:
-        _resource_checks(cfg, problems)
 
 
 def has_jax_twin(fmap_cls: type[FeatureMap]) -> bool:
@@ -500,60 +446,11 @@ def _feature_map_checks(cfg: dict, problems: list) -> None:
             return
 
 
-def largest_cell(cfg: dict) -> dict:
-    """Estimates for the largest cell of a config: its memory (bytes: dataset, learner,
-    evaluation, the regret's diagnostics), its training work (feature or kernel evaluations)
-    and ``diagnostics_n``, the order of the largest matrix the regret decomposes (0: none)."""
-    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
-    ev = cfg["evaluation"]
-    regret = ev["regret_B"] is not None and any(
-        LEARNERS[name].exact_online_loss is not None for name in cfg["methods"]
-    )
-    worst = {"memory": 0, "evaluations": 0, "diagnostics_n": 0}
-    for setting in grid.dataset_settings(cfg):
-        T = int(setting["T"])
-        D = int(setting.get("D", 0)) or 64  # tables: columns are few; a generous guess
-        n_val = int(setting.get("n_val", 0))
-        n_test = setting.get("n_test", 0)
-        n_test = int(n_test) if isinstance(n_test, int) else 10 * (T + n_val)
-        rows = T + n_val + n_test
-        data_bytes = 3 * 8 * rows * D  # the inputs and the temporaries that make them
-        p = fmap.primal_dim(D)
-        kernel_bytes = 8 * (n_val + n_test) * T if fmap.has_kernel else 0
-        if p is not None and T > PRIMAL_EVALUATION_ABOVE_T:  # exact predictions in the primal
-            kernel_bytes = 8 * (n_val + n_test)
-        if regret:  # theory.py: the T x T (or p x p) matrices of the comparator and the replay
-            kernel_bytes += kernel_diagnostics_bytes(T, p)
-            worst["diagnostics_n"] = max(worst["diagnostics_n"], T if p is None else min(T, p))
-        # Algorithm-2 estimates: chunks of about 2^20 (point, sample) pairs, at least one point
-        pairs = max(min(1 << 20, ev["m_test"] * max(1, n_test)), ev["m_test"])
-        estimate_bytes = 8 * pairs * (fmap.param_floats(D) + 4)
-        w = fmap.param_floats(D)
-        for name, params in cfg["methods"].items():
-            spec = LEARNERS[name]
-            for h in grid.method_grid(name, params):
-                for k in _as_list(cfg["budget"]["dsgd_k"]):
-                    size = None
-                    if spec.takes_budget(h):
-                        size = derive(cfg["budget"]["match"], k, T).size(spec.budget.name)
-                    args = spec.fit_arguments(h, size, T)
-                    if spec.budget is not None:
-                        size = args.get(spec.budget.name, size)
-                    learner = spec.memory_bytes(size, T, w, args)
-                    mem = data_bytes + kernel_bytes + estimate_bytes + learner
-                    evals = (
-                        spec.budget.expected(size, T)["train_evals"]
-                        if spec.budget is not None and size
-                        else T * (T - 1) // 2
-                    )
-                    worst["memory"] = max(worst["memory"], mem)
-                    worst["evaluations"] = max(worst["evaluations"], evals)
-    return worst
-
-
 def _resource_checks(cfg: dict, problems: list) -> None:
-    """Refuse what cannot run here: more cells than ``limits.max_cells``, or a largest cell
-    estimated above ``limits.max_memory_gb`` (default 80% of this machine's memory)."""
+    """Refuse what cannot run here, before anything is built: more cells than
+    ``limits.max_cells``, or one worker running the largest cell estimated above
+    ``limits.max_memory_gb`` (:mod:`ilnrun.config.resources`; ``--jobs`` workers are checked
+    when the run starts)."""
     lim = cfg["limits"]
     n = _count_cells(cfg)
     if n > lim["max_cells"]:
@@ -565,32 +462,7 @@ def _resource_checks(cfg: dict, problems: list) -> None:
             )
         )
         return
-    cap = lim["max_memory_gb"] or 0.8 * _machine_memory_gb()
-    est = largest_cell(cfg)
-    if est["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
-        problems.append(
-            (
-                "evaluation.regret_B",
-                f"the regret needs the {est['diagnostics_n']:,} x {est['diagnostics_n']:,} "
-                f"training kernel and its O(T^3) eigendecomposition, beyond the limit T = "
-                f"{KERNEL_DIAGNOSTICS_MAX_T:,} of the kernel-matrix diagnostics (feature map "
-                f"{cfg['feature_map']['kind']!r} has no finite primal of smaller dimension); "
-                "lower T or set evaluation.regret_B to null",
-            )
-        )
-        return
-    gb = est["memory"] / 2**30
-    if gb > cap:
-        problems.append(
-            (
-                "limits.max_memory_gb",
-                f"the largest cell is estimated to need {gb:,.3g} GiB of memory, more than "
-                f"{cap:,.3g} GiB (limits.max_memory_gb; null = 80% of this machine); reduce the "
-                "dataset sizes, the budget (dsgd_k, theory preset B or c) or evaluation.m_test",
-            )
-        )
-    if not math.isfinite(gb):  # pragma: no cover - defensive
-        problems.append(("limits.max_memory_gb", "the memory estimate is not finite"))
+    resources.check(cfg, problems)
 
 
 def _count_cells(cfg: dict) -> int:

@@ -51,6 +51,7 @@ class EvaluationConfig:
     regret_B: float | None
     curve_points: int
     raw: dict
+    select_on: str | Mapping = "exact"
 
     @classmethod
     def from_dict(cls, d: Mapping) -> EvaluationConfig:
@@ -60,7 +61,20 @@ class EvaluationConfig:
             regret_B=d["regret_B"],
             curve_points=d["curve_points"],
             raw=_freeze(d),
+            select_on=d.get("select_on", "exact"),
         )
+
+    def selects_on(self, method: str, estimated_validation: bool) -> str:
+        """``exact`` or ``estimated``: what ``method``'s settings are selected on
+        (docs/protocol.md §5.2). ``estimated`` applies only to a learner with an Algorithm-2
+        validation loss (``estimated_validation``); every other learner selects on its
+        ``val_loss``."""
+        return select_mode(self.select_on, method, estimated_validation)
+
+    def numbers(self) -> dict:
+        """The settings that change a cell's numbers (the record digest's): ``select_on``
+        changes only which setting is called selected, so it is left out."""
+        return {k: v for k, v in self.raw.items() if k != "select_on"}
 
     def n_estimated(self, n: int) -> int:
         """How many of ``n`` test points ``test_loss_estimated`` uses (the first ones)."""
@@ -68,6 +82,13 @@ class EvaluationConfig:
 
     def as_dict(self) -> dict:
         return dict(self.raw)
+
+
+def select_mode(select_on: str | Mapping, method: str, estimated_validation: bool) -> str:
+    """What ``method`` is selected on under ``evaluation.select_on`` (a mode for every learner,
+    or a mapping learner -> mode, ``exact`` for learners it does not name)."""
+    mode = select_on.get(method, "exact") if isinstance(select_on, Mapping) else select_on
+    return mode if estimated_validation else "exact"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -65,7 +66,57 @@ class KernelExpansion:
         The ``m`` iid draws of ``i`` for a point are drawn as their counts,
         ``Multinomial(m, q)``, and listed in sorted order: the sum over ``k`` does not depend on
         the order and the ``w_k`` are iid and independent of ``i``, so the estimate has exactly
-        Algorithm 2's distribution, while the sorted gathers are cache-friendly."""
+        Algorithm 2's distribution, while the sorted gathers are cache-friendly.
+
+        Compiled where that is faster (:meth:`estimate_compiled`; ReLU and Fourier maps), else
+        numpy (:meth:`estimate_numpy`): the same draws and numbers, bit for bit."""
+        from . import shrinking_gradient_kernels as kernels
+
+        compiled = type(rng) is np.random.Generator and kernels.estimates_compiled(fmap)
+        run = self.estimate_compiled if compiled else self.estimate_numpy
+        return run(X_train, X_eval, fmap, m, rng, chunk_pairs)
+
+    def estimate_compiled(
+        self,
+        X_train: np.ndarray,
+        X_eval: np.ndarray,
+        fmap: FeatureMap,
+        m: int,
+        rng: np.random.Generator,
+        chunk_pairs: int = 1 << 20,
+    ) -> np.ndarray:
+        """:meth:`estimate_numpy` compiled (``shrinking_gradient_kernels.chunk_estimates``): the
+        multinomial counts of a chunk of rows drawn by numpy, then the rest compiled."""
+        from . import shrinking_gradient_kernels as kernels
+
+        n = len(X_eval)
+        absa = np.abs(self.alpha)
+        total = float(absa.sum())
+        out = np.zeros(n)
+        if total == 0.0:
+            return out
+        q, sgn = absa / total, np.sign(self.alpha)
+        X_train = np.ascontiguousarray(X_train, dtype=float)
+        X_eval = np.ascontiguousarray(X_eval, dtype=float)
+        kind, sigma = kernels.kind_of(fmap), float(getattr(fmap, "sigma", 1.0))
+        rows_per_chunk = max(1, chunk_pairs // m)
+        for a in range(0, n, rows_per_chunk):
+            counts = rng.multinomial(m, q, size=min(n, a + rows_per_chunk) - a)
+            kernels.chunk_estimates(
+                X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out
+            )
+        return out
+
+    def estimate_numpy(
+        self,
+        X_train: np.ndarray,
+        X_eval: np.ndarray,
+        fmap: FeatureMap,
+        m: int,
+        rng: np.random.Generator,
+        chunk_pairs: int = 1 << 20,
+    ) -> np.ndarray:
+        """:meth:`predict_estimated` in numpy (the reference)."""
         n = len(X_eval)
         absa = np.abs(self.alpha)
         total = float(absa.sum())
@@ -224,6 +275,32 @@ class BudgetSize:
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
 
 
+# ``methods.<learner>.eta_scale``: the unit of ``eta`` (docs/protocol.md §5.3), a key of every
+# learner that has ``eta``. Never in the resolved config at its default, and left out of cell
+# keys there (``key_omit``), so configs without it keep their cells.
+ETA_SCALE = Param(
+    "eta_scale",
+    "str",
+    "none",
+    "the unit of eta: none (eta is the step size) or sqrt_T (eta is in units of 1/sqrt(T): the "
+    "pass uses eta / sqrt(T), so one grid stays meaningful across a T sweep)",
+    choices=("none", "sqrt_T"),
+    listable=False,
+    key_omit="none",
+)
+
+
+def scaled_eta(h: dict, T: int) -> dict:
+    """``h`` without ``eta_scale``; under ``eta_scale: sqrt_T`` its ``eta`` becomes
+    ``eta / sqrt(T)`` (``T`` the rounds of the pass)."""
+    if "eta_scale" not in h:
+        return h
+    out = {k: v for k, v in h.items() if k != "eta_scale"}
+    if h["eta_scale"] == "sqrt_T" and out.get("eta") is not None:
+        out["eta"] = out["eta"] / math.sqrt(T)
+    return out
+
+
 @dataclass(frozen=True)
 class LearnerSpec:
     """Everything the pipeline needs to know about one learner.
@@ -238,6 +315,9 @@ class LearnerSpec:
       losses are not a learning curve): figures draw it as a level, reports state every online
       learner's gap to it.
     - ``needs_kernel``: runs only with a feature map that has a closed-form kernel.
+    - ``estimated_validation``: its rows carry ``val_loss_estimated``, the validation loss of
+      its kernel-expansion predictor by Algorithm 2 (``evaluation.select_on: estimated`` then
+      selects its settings on it; docs/protocol.md §5.2).
     - hooks for special cases: ``unused(h)`` hyperparameters a setting does not use;
       ``arguments(h, size, T)`` the ``fit`` keywords of a setting (default: ``h`` without
       ``None`` plus the budget size); ``uses_budget(h)`` whether a setting takes the budget
@@ -249,6 +329,15 @@ class LearnerSpec:
       w)`` bytes of its working arrays for a size, ``T`` rounds and ``w`` numbers per drawn
       feature parameter (the estimate ``ilnrun validate`` checks against the machine; a fourth
       parameter, if the hook has one, gets the cell's ``fit`` keywords: :meth:`memory_bytes`).
+    - ``kernel_blocks``: its predictor is a kernel expansion, evaluated exactly through the
+      kernel blocks ``k(X_val, X_train)`` and ``k(X_test, X_train)`` (memory estimates;
+      ``False`` for a predictor that evaluates itself, e.g. a feature expansion).
+    - ``seconds(size, T, w, args, kernel_value)``: rough seconds of one numpy pass for a size,
+      ``T`` rounds, ``w`` numbers per drawn parameter, the ``fit`` keywords and the seconds of
+      one kernel value of the map (``ilnrun validate``'s estimate; constants measured on one
+      core of the project's 2-core x86-64 build machine; ``None``: a generic rate).
+    - ``estimated_test``: its pass also returns an averaged kernel expansion whose test loss
+      Algorithm 2 estimates (``test_loss_estimated``; memory and time estimates).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -263,6 +352,7 @@ class LearnerSpec:
     budget: BudgetSize | None = None
     role: str = "competitor"
     needs_kernel: bool = False
+    estimated_validation: bool = False
     unused: Callable[[dict], set[str]] = step_unused
     uses_budget: Callable[[dict], bool] | None = None
     arguments: Callable[[dict, int | None, int], dict] | None = None
@@ -274,6 +364,9 @@ class LearnerSpec:
     choices: tuple[str, ...] = ()  # what the report says about this learner's protocol
     engines: dict[str, str] = field(default_factory=dict)
     batch: bool = False
+    kernel_blocks: bool = True
+    estimated_test: bool = False
+    seconds: Callable[..., float] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or
@@ -293,6 +386,13 @@ class LearnerSpec:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
 
+    @property
+    def config_params(self) -> tuple[Param, ...]:
+        """Every key of ``methods.<name>``: its ``params``, and ``eta_scale``
+        (:data:`ETA_SCALE`) for a learner with ``eta``."""
+        has_eta = any(p.name == "eta" for p in self.params)
+        return (*self.params, ETA_SCALE) if has_eta else self.params
+
     def takes_budget(self, h: dict) -> bool:
         """Whether setting ``h`` takes its size from the matched budget."""
         if self.budget is None:
@@ -300,7 +400,11 @@ class LearnerSpec:
         return True if self.uses_budget is None else self.uses_budget(h)
 
     def fit_arguments(self, h: dict, size: int | None, T: int) -> dict:
-        """The keyword arguments of ``fit`` for setting ``h`` (``None`` entries are unused)."""
+        """The keyword arguments of ``fit`` for setting ``h`` (``None`` entries are unused).
+
+        A setting with ``eta_scale: sqrt_T`` states ``eta`` in units of ``1/sqrt(T)``: the pass
+        gets ``eta / sqrt(T)`` (docs/protocol.md §5.3, :func:`scaled_eta`)."""
+        h = scaled_eta(h, T)
         if self.arguments is not None:
             return self.arguments(h, size, T)
         out = {k: v for k, v in h.items() if v is not None}

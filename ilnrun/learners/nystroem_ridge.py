@@ -187,4 +187,6 @@ SPEC = LearnerSpec(
     ),
     notes=_notes,
     memory=memory,
+    kernel_blocks=False,  # a feature expansion evaluates itself
+    seconds=lambda size, T, w, args, kv: seconds(T, int(args.get("rank", RANK.default))),
 )

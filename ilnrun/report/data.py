@@ -110,6 +110,39 @@ COMPARISONS = (
 )
 
 
+def setting_values(setting: str) -> dict[str, str]:
+    """A ``setting`` string (``key=value`` pairs joined by commas) as a mapping."""
+    out: dict[str, str] = {}
+    last = None
+    for part in setting.split(","):
+        if "=" in part:
+            last, value = part.split("=", 1)
+            out[last] = value
+        elif last is not None:  # a value that held a comma
+            out[last] += "," + part
+    return out
+
+
+def _numeric_grids(grid: dict) -> dict[str, list]:
+    """The numeric values of each hyperparameter given as a grid of three or more numbers (with
+    two values every choice is an edge: nothing learned)."""
+    out = {}
+    for key, values in grid.items():
+        if isinstance(values, list):
+            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(nums) >= 3:
+                out[key] = nums
+    return out
+
+
+def _same(text: Any, v: float) -> bool:
+    """Whether a setting's value ``text`` (a string or a number) is the number ``v``."""
+    try:
+        return text is not None and float(text) == float(v)
+    except (TypeError, ValueError):
+        return False
+
+
 class ReportData:
     """The resolved config, ``meta.json``, ``runs.csv`` and ``summary.csv`` of a results
     directory, the experiment's axes, and the comparisons the sections share."""
@@ -134,6 +167,13 @@ class ReportData:
         self.proposed = [m for m in self.compared if LEARNERS[m].role == "proposed"]
         self.batch = [m for m in self.methods if LEARNERS[m].batch]
         self.xs = sorted(self.summary[self.xa].dropna().unique()) if self.xa else [None]
+
+    def select_modes(self) -> dict[str, str]:
+        """What each learner is selected on (``exact`` / ``estimated``, docs/protocol.md
+        §5.2), from the results' ``evaluation.select_on``."""
+        from ..results import select_modes
+
+        return select_modes(self.cfg["evaluation"].get("select_on", "exact"), self.methods)
 
     def keys(self, k: int | None, x: Any) -> dict:
         """Row filter for one budget and one x-axis value."""
@@ -207,21 +247,33 @@ class ReportData:
         """``key=value`` of every numeric hyperparameter whose selected value (at any dataset
         setting) is the smallest or largest of a grid of three or more values: the best
         value may lie outside the grid."""
-        grid = self.cfg["methods"].get(method, {})
+        return [flag for flag, _ in self.edges_at(method, k)]
+
+    def edges_at(self, method: str, k: int | None) -> list[tuple[str, list]]:
+        """:meth:`edges` with the x values (e.g. each ``T`` of a T sweep) at which each flagged
+        value was selected (docs/protocol.md §5.1). Values are read from the selected
+        ``setting`` as written in the grid (under ``eta_scale: sqrt_T`` in units of 1/√T)."""
+        numeric = _numeric_grids(self.cfg["methods"].get(method, {}))
+        if not numeric:
+            return []
         s = self.summary[self.summary["method"] == method]
         if k is not None and self.budgeted(method):
             s = s[s["dsgd_k"] == k]
+        xs = s[self.xa] if self.xa else [None] * len(s)
+        # the values as written (the setting), else the hyperparameter columns
+        written = s["setting"] if "setting" in s else [None] * len(s)
+        settings = [
+            (x, setting_values(st) if isinstance(st, str) else dict(row))
+            for x, st, (_, row) in zip(xs, written, s.iterrows(), strict=True)
+            if isinstance(st, str) or "setting" not in s
+        ]
         out = []
-        for key, values in grid.items():
-            if not isinstance(values, list) or key not in s:
-                continue
-            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            if len(nums) < 3:  # with two values every choice is an edge: nothing learned
-                continue
-            chosen = set(s[key].dropna())
-            for v in sorted(chosen & {min(nums), max(nums)}):
-                side = "smallest" if v == min(nums) else "largest"
-                out.append(f"{key}={v:g} ({side} of the grid)")
+        for key, nums in numeric.items():
+            for v in sorted({min(nums), max(nums)}):
+                xs = [x for x, h in settings if _same(h.get(key), v)]
+                if xs:
+                    side = "smallest" if v == min(nums) else "largest"
+                    out.append((f"{key}={v:g} ({side} of the grid)", xs))
         return out
 
     def verdict_rows(

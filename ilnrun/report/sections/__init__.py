@@ -9,6 +9,7 @@ from . import (
     predictors,
     rate,
     selected,
+    selection,
     setup,
     tables,
     theory,
@@ -26,6 +27,7 @@ SECTIONS = (
     theory,
     rate,
     selected,
+    selection,
     verdicts,
 )
 

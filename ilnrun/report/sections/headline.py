@@ -8,6 +8,7 @@ import math
 from ..data import COMPARISONS, ReportData, label
 from .gap import headline_lines as gap_lines
 from .rate import headline_lines as rate_lines
+from .selected import edge_text
 from .theory import slope_sentence
 
 
@@ -83,10 +84,10 @@ def render(r: ReportData) -> list[str]:
                         f"- {label(subject)} reaches a lower {what} than {label(other)}: {parts}."
                     )
     edges = [
-        f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {', '.join(e)}"
+        f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods
         for k in (r.ks if r.budgeted(m) else [None])
-        if (e := r.edges(m, k))
+        if r.edges(m, k)
     ]
     if edges:
         L.append(

@@ -7,6 +7,19 @@ from ..data import ReportData, label, md_table
 NO_PARAMS = "(no parameters)"
 
 
+def edge_text(r: ReportData, m: str, k: int | None) -> str:
+    """The grid-edge flags of a learner and budget, each with the x values where it was
+    selected when the experiment has an x axis (per T in a T sweep)."""
+    parts = []
+    for flag, xs in r.edges_at(m, k):
+        where = ""
+        if r.xa and xs:
+            values = ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in xs)
+            where = f" at {r.xa} = {values}"
+        parts.append(flag + where)
+    return "; ".join(parts) or "—"
+
+
 def render(r: ReportData) -> list[str]:
     rows = []
     for m in r.methods:
@@ -27,14 +40,15 @@ def render(r: ReportData) -> list[str]:
                     label(m),
                     k if k is not None else "—",
                     "; ".join(f"{st} (×{c})" for st, c in counts.items()) or "none (all diverged)",
-                    "; ".join(r.edges(m, k)) or "—",
+                    edge_text(r, m, k),
                 ]
             )
     return [
         "## Selected hyperparameters",
         "",
         "A value at the smallest or largest point of a grid of three or more values is flagged: "
-        "the best value may lie outside the grid.",
+        "the best value may lie outside the grid; with an x axis, at which of its values "
+        "(per T in a T sweep).",
         "",
         md_table(
             ["learner", "k", "selected setting (× dataset settings)", "at the edge of its grid"],

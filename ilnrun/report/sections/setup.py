@@ -12,6 +12,7 @@ from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
 from ..data import ReportData, label, md_table
+from .selection import selection_sentence
 
 PROTOCOL_CHOICES = (
     "One online pass in the same order for every learner.",
@@ -70,6 +71,7 @@ def render(r: ReportData) -> list[str]:
     L += [
         f"- Evaluation: `test_loss_estimated` uses `m_test` = {ev['m_test']} Algorithm-2 "
         f"samples per point on {ev.get('n_test_estimated', 'all')} test points.",
+        f"- Selection: {selection_sentence(r)}",
         "",
         "## Choices where the paper is silent",
         "",
@@ -95,6 +97,10 @@ def grid_lines(method: str, params: dict, Ts: list[int]) -> list[str]:
     if unused:
         text += f" ({', '.join(k for k in params if k in unused)}: not used by any setting)"
     L = [f"  - {label(method)}: {text}"]
+    if params.get("eta_scale") == "sqrt_T":
+        etas = [e for e in lists.get("eta", []) if e is not None]
+        per_T = "; ".join(f"T = {T}: " + ", ".join(f"{e / T**0.5:.3g}" for e in etas) for T in Ts)
+        L.append(f"    - eta in units of 1/√T (`eta_scale: sqrt_T`), step sizes {per_T}")
     if spec.notes is not None:
         L += [f"    - {note}" for note in spec.notes(settings, Ts)]
     return L

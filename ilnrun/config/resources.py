@@ -1,0 +1,516 @@
+"""What a config will allocate and how long its cells take, estimated before anything is built
+(docs/architecture.md §2).
+
+Every number comes from the sizes the config states or the data were counted to have (a table's
+split sizes are read from ``data_used``, the rows :func:`ilnrun.datasets.inspect` counted), never
+from building a dataset. One worker process running one cell holds (bytes, float64 = 8):
+
+- the process itself (:data:`PROCESS_BYTES`: the interpreter and the imported libraries);
+- its cached dataset **instances** (:func:`ilnrun.cell.instance` keeps :data:`INSTANCE_CACHE`),
+  each with its arrays ``8 rows (D + 1)``, the exact-evaluation kernel blocks
+  ``k(X_val, X_train)`` and ``k(X_test, X_train)`` (``8 (n_val + n_test) T``; none when exact
+  predictions go through the map's primal, theory.py, or no learner's predictor is a kernel
+  expansion) and, for the regret on the kernel-matrix route, the ``T x T`` training kernel;
+- the largest **transient** of the cell's stages: building an instance (the table read whole and
+  the copies that shuffle and standardize it), the learner's pass (its spec's ``memory`` hook),
+  the kernel blocks while they are formed (the map's ``kernel_copies`` blocks at once), the
+  Algorithm-2 test estimates (multinomial counts ``rows x T`` and ``2^20`` pairs a chunk), the
+  evaluation of a feature expansion, and the regret's eigendecomposition (the ``T x T`` route:
+  four more ``T x T`` matrices; the primal route: ``p x p`` ones).
+
+``jobs`` workers hold that at once (each its own cache), besides the parent process.
+:func:`check` refuses a config whose estimate exceeds ``limits.max_memory_gb`` (default: 80% of
+this machine's memory) and names the stage that dominates and the key that shrinks it.
+
+Times are rough (a factor of a few either way): a learner's pass costs ``s_round T + s_op ops``
+with ``ops`` from its cost formula (evaluations times numbers per drawn parameter, kernel values
+times ``D``, factorization flops) and constants measured on one core of the project's 2-core
+x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from ..budget import derive
+from ..datasets import DATASETS
+from ..features import FEATURE_MAPS
+from ..learners import LEARNERS
+from ..theory import (
+    KERNEL_DIAGNOSTICS_MAX_T,
+    PRIMAL_EVALUATION_ABOVE_T,
+    kernel_diagnostics_bytes,
+)
+from . import grid
+
+PROCESS_BYTES = 200 * 2**20  # a worker after its imports (measured ~75 MiB; sklearn adds more)
+INSTANCE_CACHE = 2  # dataset instances a process keeps (ilnrun.cell._CACHE_SIZE)
+ESTIMATE_CHUNK_PAIRS = 1 << 20  # KernelExpansion.predict_estimated's (point, sample) pairs
+EXPANSION_BLOCK = 1 << 22  # FeatureMap.expansion's values per block
+BUILD_COPIES = 3  # a dataset's arrays while they are made (draws / read columns, shuffle, scaling)
+GiB = 2**30
+
+
+def machine_memory_gb() -> float:
+    """Physical memory of this machine in GiB (8 if it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GiB
+    except (ValueError, OSError, AttributeError):
+        return 8.0
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One allocation of a cell: what it is, its bytes, the config key that shrinks it, and
+    whether it is held for the whole cell in each cached instance (``cached``) or only while
+    its stage runs."""
+
+    what: str
+    bytes: int
+    knob: str
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class CellEstimate:
+    """The estimate for one learner setting on one dataset setting."""
+
+    method: str
+    setting: dict
+    sizes: tuple[int, int, int, int]  # T, n_val, n_test, D
+    stages: tuple[Stage, ...]
+    instances: int  # instances a worker may hold at once
+    seconds: float
+    evaluations: int
+    diagnostics_n: int
+
+    @property
+    def cached(self) -> int:
+        return sum(s.bytes for s in self.stages if s.cached)
+
+    @property
+    def transient(self) -> Stage:
+        return max((s for s in self.stages if not s.cached), key=lambda s: s.bytes)
+
+    @property
+    def worker(self) -> int:
+        """Bytes of the process that runs this cell (its own interpreter included)."""
+        return PROCESS_BYTES + self.instances * self.cached + self.transient.bytes
+
+    def dominant(self) -> Stage:
+        """The stage that weighs most in :attr:`worker` (cached stages counted per instance)."""
+        return max(self.stages, key=lambda s: s.bytes * (self.instances if s.cached else 1))
+
+
+def total_bytes(worker: int, jobs: int) -> int:
+    """``jobs`` workers of ``worker`` bytes each, and the parent process when they are separate
+    processes (``jobs`` > 1); one process runs the cells itself at ``jobs`` = 1."""
+    return worker * jobs + (PROCESS_BYTES if jobs > 1 else 0)
+
+
+# ----------------------------------------------------------------------------------------------
+# sizes
+
+
+def setting_sizes(cfg, setting: dict) -> tuple[int, int, int, int]:
+    """``(T, n_val, n_test, D)`` of a dataset setting: as configured, or for a table as counted
+    (``data_used``: the split sizes and the feature columns of the rows actually read)."""
+    used = _data_used(cfg, setting)
+    if used is not None:
+        s = used["splits"]
+        return int(s["train"]), int(s["val"]), int(s["test"]), len(used["features"])
+    T = int(setting["T"])
+    n_val = int(setting.get("n_val", 0))
+    n_test = setting.get("n_test", 0)
+    return T, n_val, int(n_test) if isinstance(n_test, int) else 0, int(setting.get("D", 1))
+
+
+def _data_used(cfg, setting: dict) -> dict | None:
+    """The ``data_used`` entry of ``setting`` (entries carry the setting's axis values)."""
+    for d in cfg.get("data_used", []):
+        if all(setting.get(k) == v for k, v in d.items() if k not in ("rows", *_DESCRIBED)):
+            return d
+    return None
+
+
+_DESCRIBED = ("target", "features", "splits", "inputs")
+
+
+def _rows_knob(setting: dict, T: int, n_val: int, n_test: int) -> str:
+    """The dataset key that holds most rows."""
+    n, key = max((n_test, "n_test"), (T, "T"), (n_val, "n_val"))
+    what = f"dataset.{key}"
+    return what + (" (n_test: rest takes every row left)" if setting.get(key) == "rest" else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# stages
+
+
+def _instance_stages(cfg, setting: dict, kernel_blocks: bool, regret: bool) -> list[Stage]:
+    """What building and keeping one instance of ``setting`` costs."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    T, n_val, n_test, D = setting_sizes(cfg, setting)
+    rows = T + n_val + n_test
+    shape = "dataset.D" if "D" in setting else "dataset.features"
+    rows_knob = _rows_knob(setting, T, n_val, n_test)
+    out = [Stage("dataset arrays", 8 * rows * (D + 1), f"{rows_knob} or {shape}", cached=True)]
+    used = _data_used(cfg, setting)
+    read = 0
+    if used is not None:  # a table: every column of every row read, then the copies made
+        read = 8 * int(used.get("rows", rows)) * (D + 2) + 3 * _file_bytes(cfg, setting)
+    if DATASETS[setting["kind"]].needs_kernel:  # labels k(X, X_support) c (the teacher)
+        read += fmap.kernel_copies * 8 * rows * int(setting.get("sparsity", T))
+    out.append(
+        Stage(
+            "building the dataset",
+            read + BUILD_COPIES * 8 * rows * (D + 1),
+            f"{rows_knob} or {shape}",
+        )
+    )
+    p = fmap.primal_dim(D)
+    if fmap.has_kernel and kernel_blocks and not (p is not None and T > PRIMAL_EVALUATION_ABOVE_T):
+        big = max(n_val, n_test)
+        knob = f"dataset.{'n_test' if n_test >= n_val else 'n_val'} or dataset.T"
+        out.append(
+            Stage("kernel blocks k(X_val|X_test, X_train)", 8 * (n_val + n_test) * T, knob, True)
+        )
+        copies = fmap.kernel_copies
+        out.append(Stage("forming a kernel block", 8 * (copies - 1) * big * T, knob))
+    if regret:
+        knob = "evaluation.regret_B (null: no regret) or dataset.T"
+        if p is None or p > T:  # theory.py TrainKernel: the T x T matrix route
+            out.append(Stage("training kernel T x T (regret)", 8 * T * T, knob, cached=True))
+            out.append(
+                Stage(
+                    "eigendecomposition (regret)", kernel_diagnostics_bytes(T, p) - 8 * T * T, knob
+                )
+            )
+        else:
+            out.append(Stage("primal Gram p x p (regret)", kernel_diagnostics_bytes(T, p), knob))
+    return out
+
+
+def _file_bytes(cfg, setting: dict) -> int:
+    """Bytes of the files a setting reads (their text is held while it is parsed)."""
+    files = cfg.get("inputs", {})
+    return sum(
+        int(files[v].get("bytes", 0)) for v in setting.values() if isinstance(v, str) and v in files
+    )
+
+
+def _estimate_stage(cfg, setting: dict, every: bool = False) -> Stage:
+    """Algorithm-2 test estimates (``KernelExpansion.predict_estimated``): per chunk of
+    ``rows = min(n, 2^20 // m_test)`` points the multinomial counts and their tiled indices
+    (``2 rows T`` integers), and ``rows m_test`` pairs with their parameters and gathered
+    inputs (about as many numbers as ``w``); ``n`` is ``n_test_estimated``, or every
+    validation / test point (``every``: a map without a closed-form kernel evaluates kernel
+    expansions only so)."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    T, n_val, n_test, D = setting_sizes(cfg, setting)
+    ev = cfg["evaluation"]
+    m = int(ev["m_test"])
+    n = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
+    if every:
+        n = max(n_val, n_test)
+    rows = min(max(1, n), max(1, ESTIMATE_CHUNK_PAIRS // m))
+    pairs = rows * m
+    count_bytes = 16 * rows * T
+    pair_bytes = 8 * pairs * (2 * fmap.param_floats(D) + 6)  # w, and x_i's numbers it reads
+    knob = "evaluation.m_test" if pair_bytes >= count_bytes else "evaluation.n_test_estimated"
+    return Stage("Algorithm-2 test estimates", count_bytes + pair_bytes, knob)
+
+
+def _learner_knob(name: str, h: dict, args: dict) -> str:
+    spec = LEARNERS[name]
+    if spec.takes_budget(h):
+        return "budget.dsgd_k"
+    if h.get("preset") == "theory":
+        return f"methods.{name}.c or methods.{name}.B"
+    if "rank" in args:
+        return f"methods.{name}.rank"
+    return f"dataset.T (or leave out methods.{name})"
+
+
+def estimates(cfg) -> list[CellEstimate]:
+    """One estimate per (dataset setting, learner setting, budget) of a resolved config."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    ev = cfg["evaluation"]
+    methods = cfg["methods"]
+    blocks = any(LEARNERS[n].kernel_blocks for n in methods)
+    regret = ev["regret_B"] is not None and any(
+        LEARNERS[n].exact_online_loss is not None for n in methods
+    )
+    settings = grid.dataset_settings(cfg)
+    instances = min(INSTANCE_CACHE, len(settings) * int(cfg["repetitions"]))
+    out = []
+    for setting in settings:
+        T, n_val, n_test, D = setting_sizes(cfg, setting)
+        shared = _instance_stages(cfg, setting, blocks, regret)
+        w = fmap.param_floats(D)
+        for name, params in methods.items():
+            spec = LEARNERS[name]
+            own_blocks = spec.kernel_blocks
+            for h in grid.method_grid(name, params):
+                for k in grid.as_list(cfg["budget"]["dsgd_k"]):
+                    size = None
+                    if spec.takes_budget(h):
+                        size = derive(cfg["budget"]["match"], k, T).size(spec.budget.name)
+                    args = spec.fit_arguments(h, size, T)
+                    if spec.budget is not None:
+                        size = args.get(spec.budget.name, size)
+                    stages = [
+                        *shared,
+                        Stage(
+                            f"{name} pass",
+                            spec.memory_bytes(size, T, w, args),
+                            _learner_knob(name, h, args),
+                        ),
+                    ]
+                    if own_blocks and (spec.estimated_test or not fmap.has_kernel):
+                        # Algorithm 2 at test time (every point for a map without a kernel)
+                        stages.append(_estimate_stage(cfg, setting, not fmap.has_kernel))
+                    elif not own_blocks:
+                        copies = fmap.kernel_copies
+                        stages.append(
+                            Stage("feature-expansion evaluation", 8 * copies * EXPANSION_BLOCK, "-")
+                        )
+                    diag_n = 0
+                    if regret and spec.exact_online_loss is not None:
+                        p = fmap.primal_dim(D)
+                        diag_n = T if p is None else min(T, p)
+                    evals = (
+                        spec.budget.expected(size, T)["train_evals"]
+                        if spec.budget is not None and size
+                        else T * (T - 1) // 2
+                    )
+                    secs = seconds(name, size, T, D, w, args, cfg["feature_map"]["kind"])
+                    secs += _eval_seconds(cfg, (T, n_val, n_test, D), w, spec, diag_n)
+                    out.append(
+                        CellEstimate(
+                            name,
+                            setting,
+                            (T, n_val, n_test, D),
+                            tuple(stages),
+                            instances,
+                            secs,
+                            evals,
+                            diag_n,
+                        )
+                    )
+                    if not spec.takes_budget(h):
+                        break  # the budget axis does not change this setting
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# time
+
+# Generic constants (a learner declares its own ``seconds`` hook): per round, and per evaluation
+# and number of ``w``; the LAPACK, matrix-product and Algorithm-2 rates, all measured on one
+# core of the project's 2-core x86-64 build machine.
+GENERIC_RATE = (5e-5, 2e-8)
+SECONDS_PER_FLOP = 2.5e-10  # LAPACK on one core
+EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
+SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
+SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
+
+
+def seconds(
+    name: str, size: int | None, T: int, D: int, w: int, args: dict, fmap_kind: str
+) -> float:
+    """Rough seconds of one pass of learner ``name``: its spec's ``seconds`` hook, else
+    :data:`GENERIC_RATE` on its evaluations (budgeted) or its ``T (T - 1) / 2`` kernel
+    values."""
+    spec = LEARNERS[name]
+    kv = kernel_value_seconds(fmap_kind, D)
+    if spec.seconds is not None:
+        return float(spec.seconds(size or 0, T, w, args, kv))
+    per_round, per_op = GENERIC_RATE
+    if spec.budget is not None and size:
+        return per_round * T + per_op * spec.budget.expected(size, T)["train_evals"] * (4 + w)
+    return per_round * T + T * (T - 1) // 2 * kv
+
+
+def kernel_value_seconds(fmap_kind: str, D: int) -> float:
+    """Rough seconds of one kernel value in a block: ``2 D`` flops and the map's elementwise
+    passes (~15 ns each; kernel OGD's rows measured 0.8 s (coordinate) and 2.3 s (relu) at
+    T = 4 000, D = 10 on a loaded machine, 5 ms at T = 200, D = 800 on an idle one)."""
+    return 2 * D * SECONDS_PER_GEMM_FLOP + FEATURE_MAPS[fmap_kind].kernel_copies * 1.5e-8
+
+
+def _eval_seconds(cfg, sizes, w: int, spec, diag_n: int) -> float:
+    """Rough seconds of a cell's own evaluation and regret: Algorithm-2 estimates (``2 m_test``
+    evaluations a point) and the replay of the exact online predictions (``T^2``, or ``T p``
+    in the primal). What an instance computes once for its cells is :func:`instance_seconds`."""
+    T, n_val, n_test, D = sizes
+    ev = cfg["evaluation"]
+    n_est = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
+    s = 0.0
+    if spec.estimated_test:
+        s += SECONDS_PER_PAIR * 2 * int(ev["m_test"]) * n_est * (4 + w)
+    if diag_n:
+        s += 1e-9 * T * diag_n
+    return s
+
+
+def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
+    """Rough seconds of what one instance computes once for its cells: the kernel blocks
+    (``2 D`` flops a value and the map's elementwise passes) and the regret's comparator (an
+    eigendecomposition of order ``diag_n``: :data:`EIGH_SECONDS_PER_N3`)."""
+    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
+    T, n_val, n_test, D = setting_sizes(cfg, setting)
+    s = 0.0
+    if blocks and fmap.has_kernel:
+        s += (n_val + n_test) * T * kernel_value_seconds(fmap.name, D)
+    return s + EIGH_SECONDS_PER_N3 * diag_n**3
+
+
+# ----------------------------------------------------------------------------------------------
+# the check
+
+
+def largest_cell(cfg) -> dict:
+    """The largest cell's estimates: ``memory`` (bytes of one worker running it), its training
+    ``evaluations``, ``diagnostics_n`` (the order of the largest matrix the regret decomposes,
+    0: none) and the ``estimate`` itself (``None`` for a config without cells)."""
+    est = estimates(cfg)
+    if not est:
+        return {"memory": 0, "evaluations": 0, "diagnostics_n": 0, "estimate": None}
+    worst = max(est, key=lambda e: e.worker)
+    return {
+        "memory": worst.worker,
+        "evaluations": max(e.evaluations for e in est),
+        "diagnostics_n": max(e.diagnostics_n for e in est),
+        "estimate": worst,
+    }
+
+
+def cap_gb(cfg) -> float:
+    """``limits.max_memory_gb``, or 80% of this machine's memory."""
+    return cfg["limits"]["max_memory_gb"] or 0.8 * machine_memory_gb()
+
+
+def check(cfg, problems: list, jobs: int = 1, n_cells: int | None = None) -> None:
+    """Refuse what cannot run here: the regret's kernel-matrix route past its limit, or
+    ``jobs`` workers (capped to the cells there are) each running the largest cell estimated
+    above ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names
+    the stage that dominates and the key that shrinks it (``--jobs`` when one worker fits)."""
+    largest = largest_cell(cfg)
+    est = largest["estimate"]
+    if est is None:
+        return
+    if largest["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
+        n = largest["diagnostics_n"]
+        problems.append(
+            (
+                "evaluation.regret_B",
+                f"the regret needs the {n:,} x {n:,} training kernel and its O(T^3) "
+                f"eigendecomposition, beyond the limit T = {KERNEL_DIAGNOSTICS_MAX_T:,} of the "
+                f"kernel-matrix diagnostics (feature map {cfg['feature_map']['kind']!r} has no "
+                "finite primal of smaller dimension); lower T or set evaluation.regret_B to null",
+            )
+        )
+        return
+    cap = cap_gb(cfg)
+    jobs = max(1, min(jobs, n_cells if n_cells is not None else jobs))
+    gb = total_bytes(est.worker, jobs) / GiB
+    if gb <= cap and math.isfinite(gb):
+        return
+    one = total_bytes(est.worker, 1) / GiB
+    top = est.dominant()
+    T, n_val, n_test, D = est.sizes
+    where = f"{est.method} at T={T}, n_val={n_val}, n_test={n_test}, {D} input dimensions"
+    if jobs > 1 and one <= cap:
+        fit = max(1, int((cap * GiB - PROCESS_BYTES) // est.worker))
+        hint = f"lower --jobs (at most {fit} workers fit)"
+        what = f"{jobs} workers at once, ~{est.worker / GiB:,.3g} GiB each"
+    else:
+        hint = f"lower {top.knob}"
+        what = f"{top.what} ~{top.bytes / GiB:,.3g} GiB" + (
+            f" in each of {est.instances} cached instances"
+            if top.cached and est.instances > 1
+            else ""
+        )
+    problems.append(
+        (
+            "limits.max_memory_gb",
+            f"the run is estimated to need {gb:,.3g} GiB of memory, more than {cap:,.3g} GiB "
+            f"(limits.max_memory_gb; null = 80% of this machine); the largest cell ({where}) "
+            f"is dominated by {what}: {hint}",
+        )
+    )
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (``--jobs`` is capped to them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_run(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> None:
+    """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the
+    cells; one process for the jax engine, whose batches run in-process, and for a remote dask
+    scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`."""
+    from ..params import ConfigError
+
+    if cfg.get("engine") == "jax" or (backend == "dask" and scheduler):
+        jobs = 1
+    jobs = max(1, min(int(jobs), usable_cpus()))
+    if jobs == 1:
+        return  # checked when the config was resolved
+    problems: list = []
+    check(cfg, problems, jobs=jobs, n_cells=len(grid.cells(cfg)))
+    if problems:
+        raise ConfigError(problems)
+
+
+def duration(s: float) -> str:
+    """Seconds as ``0.3 s``, ``12 s``, ``4.2 min`` or ``3.1 h``."""
+    if s < 60:
+        return f"{s:.2g} s"
+    return f"{s / 60:.2g} min" if s < 3600 else f"{s / 3600:,.2g} h"
+
+
+def summary_lines(cfg, jobs: int = 1) -> list[str]:
+    """``ilnrun validate``'s lines: each learner's estimated time and memory per cell (its
+    largest cell), the largest cell, the memory of ``jobs`` workers and the time of all cells."""
+    est = estimates(cfg)
+    if not est:
+        return []
+    lines = [
+        "estimated per cell (each learner's largest; rough: times from rates measured on one "
+        "core, within a factor of a few; memory: the process running it, cached instances "
+        "included):"
+    ]
+    for name in cfg["methods"]:
+        mine = [e for e in est if e.method == name]
+        m = max(mine, key=lambda e: e.worker)
+        t = max(mine, key=lambda e: e.seconds)
+        top = m.dominant()
+        lines.append(
+            f"  {name}: ~{duration(t.seconds)} (T={t.sizes[0]:,}), ~{m.worker / 2**20:,.0f} MiB "
+            f"(most: {top.what}, ~{top.bytes / 2**20:,.0f} MiB)"
+        )
+    largest = largest_cell(cfg)
+    n_cells = int(cfg["repetitions"]) * len(est)
+    blocks = any(LEARNERS[n].kernel_blocks for n in cfg["methods"])
+    once = sum(
+        instance_seconds(
+            cfg, s, blocks, max((e.diagnostics_n for e in est if e.setting == s), default=0)
+        )
+        for s in grid.dataset_settings(cfg)
+    )
+    cpu = int(cfg["repetitions"]) * (sum(e.seconds for e in est) + once)
+    lines.append(
+        f"cells: {len(grid.cells(cfg))}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
+        f"{largest['evaluations']:,} training evaluations; with --jobs {jobs}: "
+        f"~{total_bytes(largest['memory'], jobs) / GiB:,.3g} GiB of the {cap_gb(cfg):,.3g} GiB "
+        f"allowed (limits.max_memory_gb); all {n_cells} cells: ~{duration(cpu)} of CPU time"
+        + (f", ~{duration(cpu / jobs)} with --jobs {jobs}" if jobs > 1 else "")
+    )
+    return lines

@@ -1,0 +1,499 @@
+"""Shrinking Gradient compiled with numba: Algorithms 1 and 2 as plain loops, the same numbers.
+
+The compiled pass (:func:`sg_rounds`) and the compiled Algorithm-2 test estimates
+(:func:`chunk_estimates`) draw the same random numbers, by the same calls in the same order,
+from the cell's ``np.random.Generator`` as the numpy code (numba's nopython mode reproduces numpy's
+streams for ``random``, ``integers``, ``standard_normal`` and ``uniform``; the multinomial counts
+of the test estimates are drawn by numpy itself, between the compiled calls), and
+form every sum in the numpy code's order (docs/algorithms.md §1.9):
+
+- ``E_t``'s sum ``sum_k sgn(alpha_i) psi(x_i; w_k) psi(x_t; w_k)`` and the ``W x_t`` of the
+  ReLU and Fourier maps are the same BLAS calls (``np.dot`` compiles to them);
+- ``w . x_i`` of a drawn pair is numpy's ``einsum('ij,ij->i')`` inner loop written out
+  (:func:`einsum_dot`: two lanes, blocks of eight, lanes added at the end);
+- the mean over the ``m`` samples of a test estimate is numpy's pairwise sum (:func:`pairwise_sum`).
+
+So ``FitResult`` and every test estimate are bit-identical to the numpy path's. That these
+sums are the numpy build's own is checked on first use in every process (:func:`agrees`): a
+build whose sums differ (another BLAS kernel, an ``einsum`` with fused multiply-adds) runs the
+numpy path, with a one-line note. ``ILNRUN_NO_NUMBA=1`` forces the numpy path; so does a
+Python without numba.
+
+The compilation cache is persistent (``cache=True``): numba writes it under ``NUMBA_CACHE_DIR``
+when that is set, else to ``__pycache__`` beside this module, else (a read-only install) to the
+user's cache directory (``~/.cache/numba``); where nothing is writable the kernels are compiled
+in memory in every process.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
+THREADS_ENV = "ILNRUN_THREADS"  # threads of one big cell's compiled pass (default 1)
+COORDINATE, RELU, FOURIER = 0, 1, 2
+SQRT2 = math.sqrt(2.0)
+DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
+# numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
+# dimension it is one piece (einsum_dot); beyond it ReLU and Fourier features run as numpy code
+MAX_D = 8192
+
+try:
+    if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
+        raise ImportError(f"{NO_NUMBA_ENV} is set")
+    # numba's own thread pool for the parallel loops (fit's threads), unless the user chose one:
+    # an OpenMP pool would be pinned to one thread by a cell's limits (ilnrun.runner.one_thread)
+    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import numba
+
+        # numba's np.dot calls scipy's BLAS: load it now, before a cell pins the native
+        # thread pools to one thread (ilnrun.runner.one_thread lists the loaded libraries)
+        import scipy.linalg.cython_blas  # noqa: F401
+    _WHY_NOT = ""
+except ImportError as exc:  # a Python that numba does not support yet, or switched off
+    numba = None
+    _WHY_NOT = str(exc)
+
+
+def _jit(f, **options):
+    """``numba.njit(cache=True)``; without a writable cache directory, compiled in memory in
+    each process; the plain function where numba is absent (never called)."""
+    if numba is None:
+        return f
+    try:
+        return numba.njit(cache=True, **options)(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (nothing writable)
+        return numba.njit(**options)(f)
+
+
+# ----------------------------------------------------------------------------------------------
+# sums in numpy's order
+
+
+@_jit
+def einsum_dot(x, w, n):
+    """``sum_{k<n} x[k] w[k]`` in the order of numpy's ``einsum('ij,ij->i')`` inner loop: two
+    lanes (even and odd k), eight products a step added from the last to the first into the
+    lanes, the rest one pair a step, then ``lane0 + lane1``."""
+    l0 = 0.0
+    l1 = 0.0
+    k = 0
+    while n - k >= 8:
+        a = x[k + 6] * w[k + 6] + l0
+        b = x[k + 7] * w[k + 7] + l1
+        a = x[k + 4] * w[k + 4] + a
+        b = x[k + 5] * w[k + 5] + b
+        a = x[k + 2] * w[k + 2] + a
+        b = x[k + 3] * w[k + 3] + b
+        l0 = x[k] * w[k] + a
+        l1 = x[k + 1] * w[k + 1] + b
+        k += 8
+    while k < n:
+        l0 = x[k] * w[k] + l0
+        if k + 1 < n:
+            l1 = x[k + 1] * w[k + 1] + l1
+        k += 2
+    return l0 + l1
+
+
+@_jit
+def block_sum(a, lo, n):
+    """``sum(a[lo:lo + n])`` for ``n <= 128`` as numpy sums a block: one by one below eight,
+    else eight accumulators, combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``,
+    then the rest one by one."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_jit
+def pairwise_sum(a, lo, n):
+    """``sum(a[lo:lo + n])`` in numpy's pairwise order: a block of more than 128 is split at
+    ``h = n // 2 - (n // 2) % 8`` into ``sum(first h) + sum(rest)``, recursively; blocks of at
+    most 128 by :func:`block_sum`. (The recursion is unrolled onto a stack: numba's cache does
+    not keep recursive functions.)"""
+    los = np.empty(64, np.int64)
+    ns = np.empty(64, np.int64)
+    left_done = np.zeros(64, np.bool_)
+    left = np.empty(64)
+    sp = 0  # split blocks waiting for their halves
+    lo_k, k = lo, n
+    while True:
+        while k > 128:  # go down the first halves
+            los[sp], ns[sp], left_done[sp] = lo_k, k, False
+            sp += 1
+            k = k // 2 - (k // 2) % 8
+        res = block_sum(a, lo_k, k)
+        while sp > 0 and left_done[sp - 1]:  # both halves done: add them
+            sp -= 1
+            res = left[sp] + res
+        if sp == 0:
+            return res
+        left[sp - 1], left_done[sp - 1] = res, True  # first half done: now the second
+        h = ns[sp - 1] // 2 - (ns[sp - 1] // 2) % 8
+        lo_k, k = los[sp - 1] + h, ns[sp - 1] - h
+
+
+# ----------------------------------------------------------------------------------------------
+# feature maps: the draws of FeatureMap.sample and the values of FeatureMap.pairs / point
+
+
+@_jit
+def draw_w(rng, kind, d, n, sigma):
+    """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
+    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column)."""
+    if kind == COORDINATE:
+        return rng.integers(0, d, n), np.empty((0, 0))
+    if kind == RELU:
+        return np.empty(0, np.int64), rng.standard_normal((n, d))
+    Wf = np.empty((n, d + 1))
+    Wf[:, :d] = rng.standard_normal((n, d)) / sigma
+    Wf[:, d] = rng.uniform(0.0, 2.0 * np.pi, n)
+    return np.empty(0, np.int64), Wf
+
+
+@_jit
+def relu(v):
+    """``max(v, 0)`` as ``np.maximum(v, 0.0)`` (nan and -0.0 pass through)."""
+    return v if (v >= 0.0 or v != v) else 0.0
+
+
+@_jit
+def pairs(kind, X, rows, wi, Wf, j0, d, order, out):
+    """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
+    ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
+    if kind == COORDINATE:
+        for k in order:
+            out[k] = X[rows[k], wi[j0 + k]]
+    elif kind == RELU:
+        for k in order:
+            out[k] = SQRT2 * relu(einsum_dot(X[rows[k]], Wf[j0 + k], d))
+    else:
+        for k in order:
+            j = j0 + k
+            out[k] = SQRT2 * math.cos(einsum_dot(X[rows[k]], Wf[j], d) + Wf[j, d])
+
+
+@_jit
+def psi_point(kind, x, wi, Wf, d):
+    """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
+    if kind == COORDINATE:
+        return x[wi]
+    if kind == RELU:
+        v = np.dot(Wf, x)
+        for j in range(len(v)):
+            v[j] = SQRT2 * relu(v[j])
+        return v
+    v = np.dot(np.ascontiguousarray(Wf[:, :d]), x)
+    for j in range(len(v)):
+        v[j] = SQRT2 * math.cos(v[j] + Wf[j, d])
+    return v
+
+
+@_jit
+def upper_bound(cum, n, key):
+    """``cum[:n].searchsorted(key, side='right')``: the number of ``cum[:n]`` at most ``key``
+    (a binary search without branches on the data)."""
+    if n == 0:
+        return 0
+    base, length = 0, n
+    while length > 1:
+        half = length >> 1
+        base = base + half if cum[base + half] <= key else base
+        length -= half
+    return base + (1 if cum[base] <= key else 0)
+
+
+@_jit
+def search_from(cum, n, key, h):
+    """``upper_bound(cum, n, key)`` found from a guess ``h`` (the answer for a nearby key) by
+    galloping: steps of 1, 2, 4, ... away from ``h``, then a binary search in the last step."""
+    if h < n and cum[h] <= key:  # the answer is above h
+        lo, step = h + 1, 1
+        while lo + step - 1 < n and cum[lo + step - 1] <= key:
+            lo += step
+            step *= 2
+        hi = min(n, lo + step - 1)  # cum[hi] > key, or hi = n
+    else:  # the answer is at most h
+        hi, step = h, 1
+        while hi - step >= 0 and cum[hi - step] > key:
+            hi -= step
+            step *= 2
+        lo = max(0, hi - step + 1)  # cum[lo - 1] <= key, or lo = 0
+    while lo < hi:  # the answer lies in [lo, hi]
+        mid = (lo + hi) >> 1
+        if cum[mid] <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def key_order(u, total):
+    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend: a counting sort into
+    ``len(u)`` buckets of equal width. Searching and gathering in this order reads ``cum`` and
+    the stored rows nearly sequentially; the results do not depend on it."""
+    m = len(u)
+    scale = m / total
+    start = np.zeros(m + 1, np.int64)
+    bucket = np.empty(m, np.int64)
+    for k in range(m):
+        b = min(m - 1, int(u[k] * scale))
+        bucket[k] = b
+        start[b + 1] += 1
+    for b in range(m):
+        start[b + 1] += start[b]
+    order = np.empty(m, np.int64)
+    for k in range(m):
+        order[start[bucket[k]]] = k
+        start[bucket[k]] += 1
+    return order
+
+
+@_jit
+def search_pairs(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found from
+    the previous key's answer) and ``out[k] = sgn[i[k]] psi(X[i[k]]; w_k)``."""
+    h = upper_bound(cum, n, u[order[0]])
+    for k in order:
+        h = search_from(cum, n, u[k], h)
+        i[k] = h
+    pairs(kind, X, i, wi, Wf, 0, d, order, out)
+    for k in order:
+        out[k] *= sgn[i[k]]
+
+
+def _search_pairs_parallel(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+    """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
+    ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
+    m = len(order)
+    for b in numba.prange(blocks):
+        lo, hi = b * m // blocks, (b + 1) * m // blocks
+        if lo < hi:
+            search_pairs(kind, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+
+
+search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithms 1 and 2
+
+
+@_jit
+def sg_rounds(
+    t0, t1, X, y, etas, kind, sigma, m, threshold, sign, systematic, rescale_below, blocks, rng,
+    a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+):  # fmt: skip
+    """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
+
+    ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
+    train_evals, diverged]`` carry the pass between calls. With ``blocks > 1`` the search and
+    gather of a round run in parallel (:func:`search_pairs_parallel`): the same numbers.
+    Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
+    s, total = state[0], state[1]
+    d = X.shape[1]
+    for t in range(t0, t1):
+        shrinks_before[t] = counts[0]
+        y_t = y[t]
+        # --- Algorithm 2: E_t = EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) -------------------
+        E = 0.0
+        if total > 0.0:
+            if systematic:
+                r = rng.random() / m
+                u = np.empty(m)
+                for k in range(m):
+                    u[k] = (k / m + r) * total
+            else:
+                u = rng.random(m)
+                u *= total
+            wi, Wf = draw_w(rng, kind, d, m, sigma)
+            psi_t = psi_point(kind, X[t], wi, Wf, d)
+            # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
+            # searched and gathered in (nearly) ascending order of u
+            order = np.arange(m) if systematic else key_order(u, total)
+            i, signed = np.empty(m, np.int64), np.empty(m)
+            if blocks > 1:
+                search_pairs_parallel(
+                    kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed, blocks
+                )
+            else:
+                search_pairs(kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed)
+            counts[1] += m
+            counts[2] += 2 * m
+            E = s * total / m * np.dot(signed, psi_t)
+        # (E - y)**2 as Python's float power: libm's pow, which can differ from a product in
+        # the last bit (the exponent is read from ``state`` so that it is not folded into one)
+        losses[t] = 0.5 * math.pow(E - y_t, state[2])
+        if not abs(E) <= DIVERGENCE_BOUND:
+            counts[3] = 1
+            state[0], state[1] = s, total
+            return t + 1
+        # --- Algorithm 1: gradient step or shrink -----------------------------------------
+        if abs(E) < threshold:
+            step = sign * etas[t] * (y_t - E)
+            alpha_new[t] = step
+            a_t = step / s
+            a[t] = a_t
+            sgn[t] = 1.0 if a_t > 0.0 else -1.0 if a_t < 0.0 else 0.0
+            total = total + abs(a_t)
+        else:
+            s /= 4.0
+            counts[0] += 1
+        cum[t] = total
+        alpha_l1[t] = s * total
+        if s < rescale_below:  # fold the scale into a (see shrinking_gradient.RESCALE_BELOW)
+            acc = 0.0
+            for i in range(t + 1):
+                a[i] *= s
+                sgn[i] = np.sign(a[i])
+                acc += abs(a[i])
+                cum[i] = acc
+            total = cum[t]
+            s = 1.0
+    state[0], state[1] = s, total
+    return t1
+
+
+@_jit
+def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
+    """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
+    (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
+    by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
+    products ``sgn(alpha_i) psi(x_i; w) psi(x; w)`` of a row in ascending ``i``, and
+    ``E = |alpha|_1 mean_k(...)``."""
+    rows, d = counts.shape[0], X_eval.shape[1]
+    wi, Wf = draw_w(rng, kind, d, rows * m, sigma)
+    idx, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
+    prod, pe = np.empty(m), np.empty(m)
+    for r in range(rows):
+        k = 0
+        for i in range(counts.shape[1]):  # the m draws of i in ascending order
+            for _ in range(counts[r, i]):
+                idx[k] = i
+                k += 1
+        pts[:] = a + r
+        pairs(kind, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        for k in range(m):
+            prod[k] = sgn[idx[k]] * prod[k] * pe[k]
+        out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
+
+
+# ----------------------------------------------------------------------------------------------
+# when the compiled path runs
+
+_AGREES: dict[int, bool] = {}
+_NOTED: set[str] = set()
+
+
+def available() -> bool:
+    """numba imports and ``ILNRUN_NO_NUMBA`` is not set."""
+    return numba is not None
+
+
+def threads_from_env() -> int:
+    """``ILNRUN_THREADS`` (a whole number >= 1), default 1; a bad value is reported once and
+    ignored."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        n = int(raw)
+        if n < 1:
+            raise ValueError
+    except ValueError:
+        note(f"{THREADS_ENV}={raw!r} is not a whole number >= 1: one thread per cell")
+        return 1
+    return n
+
+
+def set_threads(threads: int) -> int:
+    """Let numba's parallel loops use ``threads`` threads (at most the cores numba found)."""
+    n = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(n)
+    return n
+
+
+def kind_of(fmap) -> int | None:
+    """The compiled map of a feature map (its exact class only, ReLU and Fourier up to
+    ``MAX_D`` dimensions), or ``None``."""
+    from ..features import Coordinate, Fourier, ReLU
+
+    kind = {Coordinate: COORDINATE, ReLU: RELU, Fourier: FOURIER}.get(type(fmap))
+    return None if kind in (RELU, FOURIER) and fmap.d > MAX_D else kind
+
+
+def note(msg: str) -> None:
+    """A one-line note on stderr, once per process."""
+    if msg not in _NOTED:
+        _NOTED.add(msg)
+        print(f"note: {msg}", file=sys.stderr)
+
+
+def use_compiled(fmap) -> bool:
+    """Whether the compiled kernels run for ``fmap`` in this process: numba is there, the map
+    is one they know, and they reproduce this numpy build's numbers (:func:`agrees`)."""
+    if numba is None:
+        if NO_NUMBA_ENV not in _WHY_NOT:
+            note(f"numba is not available ({_WHY_NOT}): Shrinking Gradient runs as numpy code")
+        return False
+    if kind_of(fmap) is None:
+        return False
+    kind = kind_of(fmap)
+    if kind not in _AGREES:
+        _AGREES[kind] = agrees(kind)
+        if not _AGREES[kind]:
+            note(
+                f"the compiled Shrinking Gradient kernels do not reproduce this numpy build's "
+                f"sums for {type(fmap).name} features: the numpy code runs instead"
+            )
+    return _AGREES[kind]
+
+
+def estimates_compiled(fmap) -> bool:
+    """Whether the Algorithm-2 test estimates run compiled: for ReLU and Fourier maps (about
+    twice as fast as numpy's per-pair einsum); coordinate features stay on numpy's flat gathers
+    (``base._CoordinateProducts``), as fast, since numpy's multinomial draws, the same in both,
+    take about half the time (experiments/performance/REPORT.md, section 0)."""
+    return kind_of(fmap) != COORDINATE and use_compiled(fmap)
+
+
+# Self-checks run once per process and map before the compiled kernels are trusted: each takes
+# the compiled map's kind and says whether compiled and numpy code agree bit for bit. The
+# learner modules that use these kernels register them (shrinking_gradient.py), so this module
+# imports no learner (docs/architecture.md §9: no import circle).
+PROBES: list = []
+
+
+def agrees(kind: int) -> bool:
+    """Every registered self-check passes for ``kind`` (none registered: not trusted)."""
+    return bool(PROBES) and all(probe(kind) for probe in PROBES)

@@ -1,0 +1,327 @@
+"""One cell, from the command line to Python and back: :func:`load` (docs/estimators.md §5).
+
+    >>> import ilnrun
+    >>> res = ilnrun.load("results/figure1")          # what `ilnrun run` wrote
+    >>> res.runs, res.summary, res.curves             # the tables, as run_experiment returns them
+    >>> c = res.cell(res.runs.cell_id[0])              # one cell, by its id in runs.csv
+    >>> c.setting, c.size, c.X_train, c.y_test         # its setting, budget size, splits
+    >>> est = c.estimator().fit(c.X_train, c.y_train)  # the cell's own learner and seed
+    >>> est.online_losses_.mean() == c.row.online_loss
+    True
+
+**Reading.** The results directory is read by the readers ``ilnrun report`` and ``ilnrun
+plot`` use (:class:`ilnrun.report.data.ReportData` for ``config.yaml``, ``meta.json``,
+``runs.csv``, ``summary.csv``; the figures' reader for ``curves.csv``) and the cell log by
+:class:`ilnrun.results.CellLog`; a directory that is not ilnrun's, or whose files cannot be read
+as ilnrun's, is refused with :class:`LoadError` naming the directory and the reason.
+
+**Identity.** The stored resolved config is validated again by this version: a data file whose
+content changed (its SHA-256 under ``inputs`` differs) or that is gone, a config that no longer
+validates, or cell ids that this version no longer derives are refused. A cell's record in
+``cells.jsonl`` must carry the digest this version computes for it (key, seed, feature map,
+budget convention, evaluation, engine, data by content, :func:`ilnrun.config.record_digest`), and
+the splits rebuilt from the config and the cell's data seed ``SeedSequence(seed,
+spawn_key=H(dataset setting, repetition))`` must give the row's data-only yardsticks
+(``test_loss_zero``, ``test_loss_const``, ``test_nmse_const``) bit for bit; otherwise
+:class:`LoadError` says what differs.
+
+**Reproduction.** :meth:`LoadedCell.estimator` is
+:func:`ilnrun.estimators.make_estimator` with the cell's learner, resolved setting, the
+experiment's feature-map section, the cell's budget size and the cell's seed sequence
+``SeedSequence(seed, spawn_key=H(cell key))`` (the pass draws from its child 0, Algorithm-2
+predictions from its child 1, as the cell does), with ``center_y=False, scale_y=False`` (the
+splits are already scaled) and the experiment's ``m_test``. Its ``fit(X_train, y_train)`` is the
+cell's pass: ``mean(online_losses_)`` is the row's ``online_loss`` bit for bit, and with
+:meth:`LoadedCell.reproduce` every number of the row (validation and test losses, Algorithm-2
+loss, yardsticks, counters, diagnostics, regret) is recomputed by the cell's own evaluation from
+the fitted estimator and equals the row bit for bit. A loss computed from ``est.predict(X_test)``
+equals the row's bit for bit too while ``len(X_test) * T`` is at most
+:data:`ilnrun.estimators.KERNEL_BLOCK` (4 194 304) and ``T`` at most 20 000; beyond, it equals
+it to rounding (relative 1e-12) only: ``est.predict`` evaluates the kernel expansion
+``sum_i alpha_i k(x_i, x)`` in row blocks of at most ``KERNEL_BLOCK`` kernel entries, while the
+cell forms the whole block ``k(X_test, X_train)`` at once (and past ``T`` = 20 000 uses the
+map's primal form), so the matrix-vector products sum in another order.
+Not reproducible: a cell that timed out (the estimator has no deadline) and a cell of the jax
+engine whose learner has a jax pass (its numbers are the jax pass's; the estimator runs numpy).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import config as C
+from .cell import Instance, finish, make_instance, plan, reference_losses
+from .config.grid import seed_sequence
+from .learners import LEARNERS
+from .results import CellLog, ManifestError, read_manifest
+
+__all__ = ["LoadError", "LoadedCell", "LoadedResults", "load"]
+
+# columns of a row that are measurements of the machine, not numbers of the cell
+TIMING_COLUMNS = ("wall_s", "eval_s")
+# columns runs.csv adds to a cell's row (the selection)
+TABLE_COLUMNS = ("selected",)
+# the data-only yardsticks that fingerprint a cell's splits
+DATA_FINGERPRINT = ("test_loss_zero", "test_loss_const", "test_nmse_const")
+
+
+class LoadError(ValueError):
+    """A results directory (or a cell of it) that cannot be loaded or reproduced; the message
+    names the directory and says why."""
+
+
+def load(results_dir: str | Path) -> LoadedResults:
+    """The results of ``ilnrun run`` (or :func:`ilnrun.run_experiment` with ``out``) in
+    ``results_dir``: the tables ``runs``, ``summary``, ``curves``, the resolved ``config`` and
+    :meth:`LoadedResults.cell`. Raises :class:`LoadError` (module docstring)."""
+    d = Path(results_dir)
+    if not d.is_dir():
+        raise LoadError(f"{d} is not a directory; give the --out directory of `ilnrun run`")
+    try:
+        owned = read_manifest(d)
+    except ManifestError as exc:
+        raise LoadError(f"{d}: {exc}; it cannot be identified as ilnrun's results") from None
+    need = ("config.yaml", "runs.csv", "summary.csv", "cells.jsonl")
+    missing = [n for n in need if not (d / n).is_file() or (owned is not None and n not in owned)]
+    if missing:
+        raise LoadError(
+            f"{d} holds no complete ilnrun results (missing: {', '.join(missing)}); "
+            "run `ilnrun run --out` there first"
+        )
+    try:
+        from .plots import _Data
+        from .report.data import ReportData
+
+        rd = ReportData(d, d)  # reads only
+        curves = _Data.load(d).curves
+    except Exception as exc:  # every reader's refusal, whatever its type
+        raise LoadError(f"{d} cannot be read as ilnrun results: {_reason(exc)}") from None
+    exp = _resolve_again(d, rd.cfg)
+    return LoadedResults(d, exp, rd.meta, rd.runs, rd.summary, curves)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _resolve_again(d: Path, stored: dict) -> C.Experiment:
+    """The stored resolved config validated by this version; its data files must still hold
+    the content they held (``inputs``)."""
+    try:
+        exp = C.resolve(stored, default_name=str(stored.get("name", "experiment")))
+    except C.ConfigError as exc:
+        raise LoadError(
+            f"{d}/config.yaml no longer validates, so its cells cannot be rebuilt:\n{exc}"
+        ) from None
+    except Exception as exc:
+        raise LoadError(f"{d}/config.yaml cannot be resolved: {_reason(exc)}") from None
+    old, new = stored.get("inputs") or {}, exp.as_dict().get("inputs") or {}
+    for path, info in old.items():
+        now = new.get(path)
+        sha = info.get("sha256") if isinstance(info, dict) else None
+        if now is None or now.get("sha256") != sha:
+            raise LoadError(
+                f"the data changed since the run in {d}: {path} "
+                f"{'is gone' if now is None else 'holds other content'} "
+                f"(recorded SHA-256 {str(sha)[:16]}…, now "
+                f"{'—' if now is None else str(now.get('sha256'))[:16] + '…'}); "
+                "the cells' splits cannot be rebuilt as the learners saw them"
+            )
+    return exp
+
+
+@dataclass
+class LoadedResults:
+    """A results directory read back: ``runs``, ``summary``, ``curves`` (the tables
+    :func:`ilnrun.run_experiment` returns; a parameterless learner's empty ``setting`` reads as
+    ``''``, not NaN), ``config`` (the resolved :class:`~ilnrun.config.Experiment`; ``as_dict()``
+    is ``config.yaml``), ``meta`` (``meta.json``) and :meth:`cell`."""
+
+    out_dir: Path
+    config: C.Experiment
+    meta: dict
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+    _cells: dict = field(default_factory=dict, repr=False)
+
+    def cell(self, cell_id: str) -> LoadedCell:
+        """The cell of ``runs.csv`` whose ``cell_id`` is ``cell_id`` (:class:`LoadedCell`)."""
+        if not self._cells:
+            self._cells = {c.id: c for c in C.cells(self.config)}
+        rows = self.runs[self.runs["cell_id"] == cell_id]
+        if rows.empty:
+            raise LoadError(
+                f"no cell {cell_id!r} in {self.out_dir}/runs.csv (cell ids are its cell_id column)"
+            )
+        cell = self._cells.get(cell_id)
+        if cell is None:
+            raise LoadError(
+                f"cell {cell_id!r} of {self.out_dir} is not a cell of its config as this version "
+                "derives it (the results come from another version or were edited)"
+            )
+        log = CellLog(self.out_dir)
+        try:
+            mine = log.read(digests={cell_id: C.record_digest(self.config, cell)})
+        except OSError as exc:
+            raise LoadError(f"{log.path} cannot be read: {_reason(exc)}") from None
+        if cell_id not in mine:
+            raise LoadError(
+                f"{log.path} holds no record of cell {cell_id!r} with the digest this config "
+                "gives it (other seed, feature map, data, evaluation or engine): its numbers "
+                "cannot be reproduced from this config"
+            )
+        inst = make_instance(self.config.seed, self.config.feature_map, cell)
+        row = rows.iloc[0]
+        _check_fingerprint(self.out_dir, cell_id, inst, row, self.config)
+        return LoadedCell(self.config, cell, row, inst)
+
+
+def _check_fingerprint(d: Path, cell_id: str, inst: Instance, row: pd.Series, exp) -> None:
+    """The rebuilt splits give the row's data-only yardsticks bit for bit."""
+    n_est = exp.evaluation.n_estimated(len(inst.data.y_test))
+    ref = reference_losses(inst.data, n_est)
+    for key in DATA_FINGERPRINT:
+        if key in row.index and not _same(ref[key], row[key]):
+            raise LoadError(
+                f"the data rebuilt for cell {cell_id!r} differ from the data of the run in {d} "
+                f"({key}: recorded {row[key]!r}, rebuilt {ref[key]!r}); the dataset code or its "
+                "source changed since"
+            )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as the row stores them (NaN equals NaN, ``<NA>`` equals ``None``/NaN)."""
+    if a is None or (not isinstance(a, str) and pd.isna(a)):
+        return b is None or (not isinstance(b, str) and bool(pd.isna(b)))
+    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
+        return bool(a) == bool(b)
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        a, b = float(a), float(b)
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return str(a) == str(b)
+
+
+@dataclass
+class LoadedCell:
+    """One cell of a results directory: ``row`` (its row of ``runs.csv``), ``method``,
+    ``setting`` (its resolved hyperparameters; ``None`` for one the setting does not use),
+    ``data_setting`` (its dataset setting), ``repetition``, ``size`` (the budget size its
+    learner was given, ``None`` for a setting that takes none), the splits ``X_train``,
+    ``y_train``, ``X_val``, ``y_val``, ``X_test``, ``y_test`` as the learner saw them (rebuilt
+    and checked, module docstring), ``feature_map`` (the cell's map, built on ``X_train``),
+    :meth:`estimator` and :meth:`reproduce`."""
+
+    config: C.Experiment
+    key: C.Cell
+    row: pd.Series
+    instance: Instance
+
+    @property
+    def id(self) -> str:
+        return self.key.id
+
+    @property
+    def method(self) -> str:
+        return self.key.method
+
+    @property
+    def setting(self) -> dict:
+        return dict(self.key.hyper)
+
+    @property
+    def data_setting(self) -> dict:
+        return dict(self.key.data)
+
+    @property
+    def repetition(self) -> int:
+        return self.key.rep
+
+    @property
+    def size(self) -> int | None:
+        p = plan(self.config.budget, self.key, self.instance)
+        if p.spec.budget is None or not p.spec.takes_budget(self.key.hyper):
+            return None
+        return p.size() if self.key.per_round is not None else None
+
+    @property
+    def seed(self) -> np.random.SeedSequence:
+        """The cell's seed sequence ``SeedSequence(seed, spawn_key=H(cell key))``."""
+        return seed_sequence(self.config.seed, self.key.key)
+
+    @property
+    def feature_map(self):
+        return self.instance.fmap
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        if name[:2] in ("X_", "y_") and name[2:] in ("train", "val", "test"):
+            return getattr(self.instance.data, name)
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+
+    def splits(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``{"train": (X, y), "val": (X, y), "test": (X, y)}``."""
+        return {s: self.instance.data.split(s) for s in ("train", "val", "test")}
+
+    def estimator(self, **params: Any):
+        """The cell's estimator, unfitted (module docstring); ``params`` override estimator
+        parameters (``predict_mode="estimated"``, ...)."""
+        from .estimators import make_estimator
+
+        exp = self.config
+        kw: dict[str, Any] = {
+            "center_y": False,
+            "scale_y": False,
+            "m_test": exp.evaluation.m_test,
+            **params,
+        }
+        return make_estimator(
+            self.method,
+            self.key.hyper,
+            exp.feature_map.as_dict(),
+            size=self.size,
+            random_state=self.seed,
+            **kw,
+        )
+
+    def reproduce(self, est: Any = None) -> pd.Series:
+        """The cell's row recomputed from a fitted estimator (by default ``estimator()`` fitted
+        on ``X_train, y_train``) by the cell's own evaluation (:func:`ilnrun.cell.finish`): the
+        same index as :attr:`row`; every number but ``wall_s`` / ``eval_s`` equals the row's bit
+        for bit. Refuses a timed-out cell and a cell run by a jax pass."""
+        if bool(self.row.get("timed_out", False)):
+            raise LoadError(
+                f"cell {self.id!r} timed out (limits.cell_timeout_s); the estimator has no "
+                "deadline, so its pass cannot be reproduced"
+            )
+        if self.config.engine == "jax" and "jax" in LEARNERS[self.method].engines:
+            raise LoadError(
+                f"cell {self.id!r} ran {self.method}'s jax pass (engine jax); the estimator runs "
+                "the numpy pass, whose numbers equal the jax pass's in distribution only "
+                "(rerun the config with --engine numpy to reproduce cells bit for bit)"
+            )
+        if est is None:
+            est = self.estimator().fit(self.X_train, self.y_train)
+        res = getattr(est, "fit_result_", None)
+        if res is None:
+            raise LoadError("reproduce() takes an estimator fitted with fit(X_train, y_train)")
+        p = plan(self.config.budget, self.key, self.instance)
+        row = finish(self.config, p, self.instance, res, None, 0.0)["row"]
+        return pd.Series({k: row.get(k, self.row[k]) for k in self.row.index})
+
+    def differences(self, est: Any = None) -> dict[str, tuple[Any, Any]]:
+        """``{column: (row's value, reproduced value)}`` for every column of the row that
+        :meth:`reproduce` does not give back exactly (timings and the selection excluded):
+        empty when the cell is reproduced bit for bit."""
+        again = self.reproduce(est)
+        skip = set(TIMING_COLUMNS) | set(TABLE_COLUMNS)
+        return {
+            k: (self.row[k], again[k])
+            for k in self.row.index
+            if k not in skip and not _same(self.row[k], again[k])
+        }

@@ -1,0 +1,163 @@
+"""The compiled Shrinking Gradient kernels give the numpy code's numbers bit for bit.
+
+Every feature map x sampler on small passes (one that shrinks, one that diverges, one long
+enough for the ordered search): the compiled and the numpy path against each other and both
+against golden digests written by the numpy code before the compiled kernels existed
+(``tests/compiled_cases.py``); threads 1 and 2 identical; the numpy path where numba is absent
+or switched off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ilnrun.features import Coordinate
+from ilnrun.learners import base
+from ilnrun.learners import shrinking_gradient as sg
+from ilnrun.learners import shrinking_gradient_kernels as kernels
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compiled_cases as cases  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = json.loads(cases.GOLDEN.read_text())
+CASES = cases.cases()
+IDS = [cases.case_id(*c) for c in CASES]
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_numpy_path_matches_golden(case):
+    assert cases.digests(cases.run_case(*case, path="numpy")) == GOLDEN[cases.case_id(*case)]
+
+
+@needs_numba
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_compiled_path_matches_numpy_and_golden(case):
+    compiled = cases.run_case(*case, path="compiled")
+    numpy = cases.run_case(*case, path="numpy")
+    assert compiled.keys() == numpy.keys()
+    for key in numpy:
+        np.testing.assert_array_equal(compiled[key], numpy[key], err_msg=key, strict=True)
+    assert cases.digests(compiled) == GOLDEN[cases.case_id(*case)]
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", cases.MAPS)
+def test_fit_chooses_the_compiled_path(kind):
+    assert kernels.use_compiled(cases.make_map(kind, 4))
+    assert kernels.estimates_compiled(cases.make_map(kind, 4)) == (kind != "coordinate")
+    # beyond MAX_D numpy sums one pair's w . x in buffered pieces: the numpy code runs
+    assert kernels.use_compiled(cases.make_map(kind, kernels.MAX_D + 1)) == (kind == "coordinate")
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["coordinate", "relu"])
+@pytest.mark.parametrize("sampler", cases.SAMPLERS)
+def test_threads_give_identical_numbers(kind, sampler):
+    """A parallel search and gather (m >= PARALLEL_FROM) with 1 and 2 threads: the same pass."""
+    X, y, _ = cases.data(40, 9)
+    fmap = cases.make_map(kind, 9)
+    m = sg.PARALLEL_FROM + 17
+    kw = dict(eta=0.3, m=m, schedule="inv_sqrt", sampler=sampler)
+    one, two = (sg.fit(X, y, fmap, np.random.default_rng(4), threads=n, **kw) for n in (1, 2))
+    ref = sg.fit_numpy(X, y, fmap, np.random.default_rng(4), **kw)
+    for res in (two, ref):
+        np.testing.assert_array_equal(res.losses, one.losses, strict=True)
+        np.testing.assert_array_equal(res.predictor.alpha, one.predictor.alpha, strict=True)
+        assert res.counters == one.counters
+
+
+@needs_numba
+def test_compiled_pass_honours_the_deadline(monkeypatch):
+    """A deadline already past stops the compiled pass after round 1, as the numpy pass; a
+    later one is looked at between calls of rounds."""
+    X, y, _ = cases.data(50, 5)
+    res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=0.0)
+    assert res.timed_out and len(res.losses) == 1 and len(res.predictor.alpha) == 1
+    monkeypatch.setattr(sg, "COMPILED_SAMPLES_PER_CALL", 10 * 8)
+    res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=1e300)
+    ref = sg.fit_numpy(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8)
+    assert not res.timed_out
+    np.testing.assert_array_equal(res.losses, ref.losses, strict=True)
+
+
+def test_constants_agree():
+    assert kernels.DIVERGENCE_BOUND == base.DIVERGENCE_BOUND
+
+
+def test_sums_in_numpy_order():
+    """The written-out sums are numpy's, bit for bit, at lengths around every block edge."""
+    if not kernels.available():
+        pytest.skip("numba is not available")
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 40), 127, 128, 129, 255, 256, 257, 1000, 4097, kernels.MAX_D, 100_003]:
+        a, b = rng.standard_normal(n), rng.standard_normal((2, n + 1))
+        assert kernels.pairwise_sum(a, 0, n) == a.sum(), n
+        if n <= kernels.MAX_D:  # the row form of FeatureMap.pairs (Fourier: without the phase)
+            for rows in (1, 2):
+                want = np.einsum("ij,ij->i", np.stack([a, a])[:rows], b[:rows, :n])
+                assert kernels.einsum_dot(a, b[0], n) == want[0], n
+        cum = np.cumsum(rng.integers(0, 3, n).astype(float))
+        for key in rng.uniform(-1, cum[-1] + 1, 5):
+            want = cum.searchsorted(key, side="right")
+            assert kernels.upper_bound(cum, n, key) == want
+            assert kernels.search_from(cum, n, key, int(rng.integers(0, n + 1))) == want
+
+
+def test_disagreeing_build_runs_numpy(monkeypatch, capsys):
+    """A numpy build whose sums the kernels do not reproduce runs the numpy code, with a note."""
+    monkeypatch.setattr(kernels, "_AGREES", {})
+    monkeypatch.setattr(kernels, "_NOTED", set())
+    monkeypatch.setattr(kernels, "agrees", lambda kind: False)
+    if kernels.available():
+        assert not kernels.use_compiled(Coordinate(3))
+        assert "numpy code runs instead" in capsys.readouterr().err
+    case = CASES[1]
+    assert cases.digests(cases.run_case(*case)) == GOLDEN[cases.case_id(*case)]
+
+
+def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", **env},
+        check=False,
+    )
+
+
+FALLBACK = """
+import json, compiled_cases as c
+from ilnrun.learners import shrinking_gradient_kernels as k
+gold = json.loads(c.GOLDEN.read_text())
+case = [x for x in c.cases() if c.case_id(*x) == "fourier-iid-shrinks"][0]
+print(k.available(), c.digests(c.run_case(*case)) == gold[c.case_id(*case)])
+"""
+
+
+def test_switched_off_runs_numpy_quietly():
+    """``ILNRUN_NO_NUMBA=1``: the numpy path, the golden numbers, no note."""
+    proc = _run(FALLBACK, {"ILNRUN_NO_NUMBA": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
+    assert "note:" not in proc.stderr
+
+
+def test_without_numba_runs_numpy_with_one_note():
+    """numba not importable (a Python it does not support): the numpy path with a one-line
+    note, the golden numbers."""
+    hide = "import sys; sys.modules['numba'] = None\n"
+    proc = _run(hide + FALLBACK + "c.run_case(*case)\n", {"ILNRUN_NO_NUMBA": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "numba is not available" in notes[0]
