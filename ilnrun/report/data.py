@@ -183,7 +183,7 @@ class ReportData:
     def budgeted(self, method: str) -> bool:
         """Whether ``method``'s selected settings are per budget: a compared learner with a
         budget axis, unless none of its settings takes the budget (the ``theory`` preset)."""
-        if method not in self.compared or not self.ks:
+        if method not in self.compared or not getattr(self, "ks", True):
             return False
         return bool(self.summary.loc[self.summary["method"] == method, "dsgd_k"].notna().any())
 
