@@ -4,13 +4,15 @@
 - ``inv_sqrt``: ``eta_t = eta / sqrt(t)``
 - ``inv``:      ``eta_t = eta / (1 + decay * t)`` (the form of Dai et al.'s released code; their
   analysis asks for ``O(1/t)``)
+- ``inv_t``:    ``eta_t = eta / t`` (Dai et al. Theorems 4-5: ``gamma_t = theta / t`` with
+  ``theta = eta``)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-SCHEDULES = ("constant", "inv_sqrt", "inv")
+SCHEDULES = ("constant", "inv_sqrt", "inv", "inv_t")
 
 
 def step_sizes(schedule: str, eta: float, T: int, decay: float | None = None) -> np.ndarray:
@@ -22,4 +24,6 @@ def step_sizes(schedule: str, eta: float, T: int, decay: float | None = None) ->
         return eta / np.sqrt(t)
     if schedule == "inv":
         return eta / (1.0 + float(1.0 if decay is None else decay) * t)
+    if schedule == "inv_t":
+        return eta / t
     raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")

@@ -18,10 +18,19 @@ PKG = Path(__file__).resolve().parent.parent / "ilnrun"
 # Floors, lowest first. A module is on the floor of the longest prefix listed.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # pure helpers: parameters and validation, statistics, bounded YAML, step-size schedules,
-    # batch-independent jax sums
+    # batch-independent jax sums, the rate analysis (T reaching a target excess risk)
     (
         "ground",
-        ("params", "stats", "safe_yaml", "schedules", "jax_ops", "tempdirs", "estimator_checks"),
+        (
+            "params",
+            "stats",
+            "safe_yaml",
+            "schedules",
+            "jax_ops",
+            "tempdirs",
+            "estimator_checks",
+            "rate",
+        ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
     # passes), the exact-kernel theory, the matched budget

@@ -59,6 +59,17 @@ PARAMS = (
         key_omit=None,
         label="target RKHS norm",
     ),
+    param(
+        "target_seed",
+        "int",
+        None,
+        "draw the target from its own generator seeded by this value: the same target for "
+        "every T and repetition (its sparsity points are fresh inputs, not training points)",
+        min=0,
+        special=(None,),
+        key_omit=None,
+        label="target seed",
+    ),
 )
 
 
@@ -74,6 +85,7 @@ def clipped_gaussian(
     normalize_rows: bool,
     center: bool,
     rkhs_norm: float | None,
+    target_seed: int | None,
 ) -> Dataset:
     """The paper's Figure 1 data; see the module docstring for every choice.
 
@@ -83,16 +95,28 @@ def clipped_gaussian(
     ``k(x, x') = x·x'/D`` is ``rkhs_norm``: ``‖f*‖_H = √D ‖a‖`` (``f* = D Σ_j c_j k(x_j, ·)``),
     so that Theorem 1's comparator ball of radius ``B ≥ rkhs_norm`` contains the target. Then
     ``|y| ≤ rkhs_norm · √k(x, x)`` (Cauchy–Schwarz) and ``info`` records the norm and
-    ``max |y_train|`` (Lemma 5 assumes ``|y_t| ≤ 1``)."""
+    ``max |y_train|`` (Lemma 5 assumes ``|y_t| ≤ 1``). ``target_seed``: the target is
+    ``a = Σ_j c_j z_j`` with ``sparsity`` fresh inputs ``z_j`` and ``c_j ~ N(0, 1)`` drawn from
+    ``default_rng(target_seed)`` — one fixed target (one distribution of ``(x, y)``) for every
+    ``T`` and repetition, which only the inputs vary; without it the target is drawn per
+    instance from training points."""
     n = T + n_val + n_test
     X = np.maximum(rng.standard_normal((n, D)), 0.0)
     if normalize_rows:
         X = unit_norm_rows(X)
-    support = rng.choice(T, size=sparsity, replace=False)
-    c = rng.standard_normal(sparsity)
-    a = c @ X[support]
+    if target_seed is None:
+        support = rng.choice(T, size=sparsity, replace=False)
+        c = rng.standard_normal(sparsity)
+        a = c @ X[support]
+        info: dict = {"support": support.tolist()}
+    else:
+        trng = np.random.default_rng(target_seed)
+        Z = np.maximum(trng.standard_normal((sparsity, D)), 0.0)
+        if normalize_rows:
+            Z = unit_norm_rows(Z)
+        a = trng.standard_normal(sparsity) @ Z
+        info = {"target_seed": target_seed}
     y = X @ a
-    info: dict = {"support": support.tolist()}
     if rkhs_norm is not None:
         norm = float(np.sqrt(D) * np.linalg.norm(a))
         factor = rkhs_norm / norm if norm > 0 else 1.0
@@ -135,6 +159,10 @@ SPEC = DatasetSpec(
         "`k(x, x') = x·x'/D` (`‖a·x‖_H = √D ‖a‖`) instead of the max-label scaling, so a "
         "comparator ball of radius `B ≥ rkhs_norm` contains it (Theorem 1); labels then "
         "satisfy `|y| ≤ rkhs_norm · √k(x, x)`.",
+        "With `target_seed` set, the target `a = Σ_j c_j z_j` is drawn from its own "
+        "generator (`sparsity` fresh clipped-Gaussian points `z_j`, `c_j ~ N(0, 1)`): one "
+        "fixed target for every `T` and repetition, so that losses at different `T` are "
+        "about one distribution (a rate in `T`); only the inputs are drawn per instance.",
         SHARED_SPLITS,
     ),
 )

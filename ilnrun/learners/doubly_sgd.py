@@ -8,6 +8,13 @@ Round t (``gamma_t`` is the config's ``eta`` under its schedule):
     alpha_{t,j} = -gamma_t (f(x_t) - y_t) psi(x_t; omega_{t,j}) / k  # Algorithm 1, line 5
     alpha_{i,.} <- (1 - gamma_t nu) alpha_{i,.}  for i < t           # Algorithm 1, line 6
 
+The ``dai`` preset (docs/algorithms.md §2.5) is the ILN paper's reading of Dai et al. (its
+Section 4): for a target excess risk ``epsilon`` over the best ``f`` with ``|f|_H <= B``, the
+regularisation ``nu = epsilon / B^2`` and Dai's step sizes ``gamma_t = theta / t`` with
+``theta nu = theta_nu`` in ``(1, 2)`` (Theorem 4), i.e. ``theta = theta_nu / nu``; with ``cap`` set,
+``gamma_t = theta / (t + theta / cap)`` (at most ``cap``: the ``inv`` schedule with ``eta = cap``
+and ``decay = cap / theta``), the same ``theta / t`` for ``t >> theta / cap``.
+
 Round t spends ``k (t - 1)`` evaluations on earlier features plus ``k`` on its own, so a pass
 spends ``k T (T + 1) / 2``. The decay is a global scale (``alpha = s * c``), not a loop, and the
 earlier features are evaluated on ``x_t`` in one vectorized gather.
@@ -29,6 +36,7 @@ from .base import (
     is_divergent,
     new_counters,
     out_of_time,
+    step_unused,
 )
 
 RESCALE_BELOW = 1e-150
@@ -108,18 +116,123 @@ def fit(
     return FitResult(predictor, losses, counters, diverged, timed_out)
 
 
+PRESETS = ("grid", "dai")
+DAI_ONLY = ("epsilon", "B", "theta_nu", "cap")
+
+PARAMS = (
+    *STEP_PARAMS,
+    Param("nu", "float", 0.0, "l2 regularization nu (decay 1 - gamma_t nu)", min=0, key_omit=0.0),
+    Param(
+        "preset",
+        "str",
+        "grid",
+        "'grid': eta, schedule and nu from the grid; 'dai': the ILN paper's reading of Dai et "
+        "al. for a target excess risk epsilon: nu = epsilon/B^2, gamma_t = theta/t with "
+        "theta = theta_nu/nu (or theta/(t + theta/cap) with cap set)",
+        choices=PRESETS,
+        key_omit="grid",
+    ),
+    Param(
+        "epsilon",
+        "float",
+        0.01,
+        "dai preset: the target excess risk (nu = epsilon/B^2)",
+        min=0,
+        min_exclusive=True,
+        key_omit=0.01,
+    ),
+    Param(
+        "B",
+        "float",
+        1.0,
+        "dai preset: radius of the comparator ball |f|_H <= B",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    Param(
+        "theta_nu",
+        "float",
+        1.5,
+        "dai preset: theta nu, in (1, 2) or a positive integer (Dai et al. Theorem 4)",
+        min=1,
+        key_omit=1.5,
+    ),
+    Param(
+        "cap",
+        "float",
+        None,
+        "dai preset: the largest step, gamma_t = theta/(t + theta/cap) (null: theta/t)",
+        min=0,
+        min_exclusive=True,
+        special=(None,),
+        key_omit=None,
+    ),
+)
+
+
+def dai_steps(epsilon: float, B: float, theta_nu: float, cap: float | None) -> dict:
+    """``fit`` keywords of the ``dai`` preset: ``nu = epsilon / B^2``, ``theta = theta_nu / nu``,
+    and ``gamma_t = theta / t`` (schedule ``inv_t``, ``eta = theta``) or, with ``cap``,
+    ``gamma_t = cap / (1 + (cap / theta) t) = theta / (t + theta / cap)`` (schedule ``inv``)."""
+    nu = epsilon / B**2
+    theta = theta_nu / nu
+    if cap is None:
+        return {"nu": nu, "eta": theta, "schedule": "inv_t"}
+    return {"nu": nu, "eta": cap, "schedule": "inv", "decay": cap / theta}
+
+
+def _unused(h: dict) -> set[str]:
+    """Under ``dai`` the step parameters and ``nu`` are derived; otherwise the preset's own
+    parameters are unused."""
+    if h.get("preset") == "dai":
+        return {"eta", "schedule", "decay", "nu"}
+    return step_unused(h) | set(DAI_ONLY)
+
+
+def _arguments(h: dict, k: int | None, T: int) -> dict:
+    """``fit`` keywords: the setting and ``k``, or the ``dai`` preset's ``nu`` and steps."""
+    out = {key: v for key, v in h.items() if key not in ("preset", *DAI_ONLY) and v is not None}
+    if h.get("preset") == "dai":
+        out.update(
+            dai_steps(h["epsilon"], h.get("B") or 1.0, h.get("theta_nu") or 1.5, h.get("cap"))
+        )
+    if k is not None:
+        out["k"] = k
+    return out
+
+
+def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
+    """``ilnrun validate``: the ``dai`` preset's ``nu``, ``theta`` and first step, once per
+    distinct setting."""
+    seen = []
+    for h in hypers:
+        if h.get("preset") != "dai":
+            continue
+        key = (h["epsilon"], h.get("B") or 1.0, h.get("theta_nu") or 1.5, h.get("cap"))
+        if key not in seen:
+            seen.append(key)
+    out = []
+    for epsilon, B, theta_nu, cap in seen:
+        a = dai_steps(epsilon, B, theta_nu, cap)
+        gamma1 = step_sizes(a["schedule"], a["eta"], 1, a.get("decay"))[0]
+        out.append(
+            f"doubly_sgd dai preset (epsilon={epsilon}, B={B}, theta_nu={theta_nu}, cap={cap}): "
+            f"nu = {a['nu']:.4g}, theta = {theta_nu / a['nu']:.4g}, gamma_1 = {gamma1:.4g}"
+        )
+    return out
+
+
 SPEC = LearnerSpec(
     name="doubly_sgd",
     label="Doubly SGD",
     short="DSGD",
     summary="Dai et al. (2014) Algorithms 1-2, k features per round",
     fit=fit,
-    params=(
-        *STEP_PARAMS,
-        Param(
-            "nu", "float", 0.0, "l2 regularization nu (decay 1 - gamma_t nu)", min=0, key_omit=0.0
-        ),
-    ),
+    params=PARAMS,
+    unused=_unused,
+    arguments=_arguments,
+    notes=_notes,
     budget=BudgetSize(
         "k",
         # round t evaluates the k (t - 1) earlier features and its k new ones on x_t

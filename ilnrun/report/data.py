@@ -180,9 +180,16 @@ class ReportData:
         out = {} if k is None else {"dsgd_k": k}
         return out | ({self.xa: x} if self.xa and x is not None else {})
 
+    def budgeted(self, method: str) -> bool:
+        """Whether ``method``'s selected settings are per budget: a compared learner with a
+        budget axis, unless none of its settings takes the budget (the ``theory`` preset)."""
+        if method not in self.compared or not getattr(self, "ks", True):
+            return False
+        return bool(self.summary.loc[self.summary["method"] == method, "dsgd_k"].notna().any())
+
     def summary_rows(self, method: str, k: int | None, x: Any) -> pd.DataFrame:
         s = self.summary[self.summary["method"] == method]
-        if method in self.compared and k is not None:
+        if self.budgeted(method) and k is not None:
             s = s[s["dsgd_k"] == k]
         if self.xa and x is not None:
             s = s[s[self.xa] == x]
@@ -207,7 +214,7 @@ class ReportData:
 
     def vs_mean(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> dict:
         """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x)."""
-        keys = self.keys(k if method in self.compared else None, x)
+        keys = self.keys(k if self.budgeted(method) else None, x)
         return against(self.runs, method, keys, metric)
 
     def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
@@ -230,7 +237,7 @@ class ReportData:
             rows = self.runs[self.runs["method"] == m]
             if metric not in rows or not rows[metric].notna().any():
                 continue  # a metric this learner does not have (diverged losses are inf)
-            for k in self.ks if m in self.compared and self.ks else [None]:
+            for k in self.ks if self.budgeted(m) else [None]:
                 ps = [self.vs_mean(m, k, x, metric) for x in self.xs]
                 words = [verdict_word(p, short(m)) for p in ps]
                 out.append((m, k, ps, against_mean_counted(words, self.xa)))
@@ -250,7 +257,7 @@ class ReportData:
         if not numeric:
             return []
         s = self.summary[self.summary["method"] == method]
-        if k is not None and method in self.compared:
+        if k is not None and self.budgeted(method):
             s = s[s["dsgd_k"] == k]
         xs = s[self.xa] if self.xa else [None] * len(s)
         # the values as written (the setting), else the hyperparameter columns
@@ -291,7 +298,7 @@ class ReportData:
     def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
         """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their
         selected settings, paired by repetition (:func:`ilnrun.stats.paired_ratio`)."""
-        a = pick(self.runs, method, self.keys(k if method in self.compared else None, x), None)
+        a = pick(self.runs, method, self.keys(k if self.budgeted(method) else None, x), None)
         b = pick(self.runs, ref, self.keys(None, x), None)
         return paired_ratio(
             a.set_index("repetition")["test_nmse"], b.set_index("repetition")["test_nmse"]
@@ -305,7 +312,7 @@ class ReportData:
             for m in self.methods:
                 if m in self.batch:
                     continue
-                for k in self.ks if m in self.compared and self.ks else [None]:
+                for k in self.ks if self.budgeted(m) else [None]:
                     out.append((ref, m, k, [self.gap(m, ref, k, x) for x in self.xs]))
         return out
 

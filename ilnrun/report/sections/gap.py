@@ -49,7 +49,7 @@ def headline_lines(r: ReportData) -> list[str]:
             parts = [
                 f"{short(m)} {_span(ps, r.xa)}"
                 for rr, m, kk, ps in rows
-                if rr == ref and (kk == k or (kk is None and m not in r.compared))
+                if rr == ref and (kk == k or (kk is None and not r.budgeted(m)))
             ]
             if parts:
                 at = f" at k = {k}" if k is not None else ""

@@ -7,6 +7,7 @@ import math
 
 from ..data import COMPARISONS, ReportData, label
 from .gap import headline_lines as gap_lines
+from .rate import headline_lines as rate_lines
 from .selected import edge_text
 from .theory import last_decade_clause, slope_sentence
 
@@ -16,7 +17,7 @@ def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
     col = f"{metric}_mean"
     vals = []
     for x in r.xs:
-        s = r.summary_rows(m, k if m in r.compared else None, x)
+        s = r.summary_rows(m, k if r.budgeted(m) else None, x)
         if len(s) and col in s and math.isfinite(v := float(s[col].iloc[0])):
             vals.append(v)
     if not vals:
@@ -38,7 +39,7 @@ def mean_lines(r: ReportData) -> list[str]:
     for k in r.ks or [None]:
         parts = []
         for m, kk, _, v in exact:
-            if kk != k and not (kk is None and m not in r.compared):
+            if kk != k and not (kk is None and not r.budgeted(m)):
                 continue
             span = _nmse_span(r, m, kk, "test_nmse")
             if v == "nothing to compare":
@@ -65,6 +66,7 @@ def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
     L += mean_lines(r)
     L += gap_lines(r)
+    L += rate_lines(r)
     for metric, by, what in COMPARISONS:
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:
@@ -84,7 +86,7 @@ def render(r: ReportData) -> list[str]:
     edges = [
         f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods
-        for k in (r.ks if m in r.compared and r.ks else [None])
+        for k in (r.ks if r.budgeted(m) else [None])
         if r.edges(m, k)
     ]
     if edges:

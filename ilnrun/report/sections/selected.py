@@ -23,7 +23,7 @@ def edge_text(r: ReportData, m: str, k: int | None) -> str:
 def render(r: ReportData) -> list[str]:
     rows = []
     for m in r.methods:
-        for k in r.ks if m in r.compared and r.ks else [None]:
+        for k in r.ks if r.budgeted(m) else [None]:
             s = r.summary[r.summary["method"] == m]
             s = s[s["dsgd_k"] == k] if k is not None else s
             # a learner without parameters has the empty setting (read back from CSV as NaN);

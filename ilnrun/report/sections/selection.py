@@ -60,7 +60,7 @@ def render(r: ReportData) -> list[str]:
     rows = []
     modes = r.select_modes()
     for m in have:
-        for k in r.ks if m in r.compared and r.ks else [None]:
+        for k in r.ks if r.budgeted(m) else [None]:
             for x in r.xs:
                 s = r.summary_rows(m, k, x)
                 if not len(s):
