@@ -299,6 +299,7 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
 
 def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
     old, cfg = resume_views(_numbers_part(old), _numbers_part(cfg))
+    cfg = C.grid.without_new_defaults(old, cfg)  # parameters added since, at their key_omit
     if by_content(old) != by_content(cfg):  # a data file moved with the same bytes resumes
         diff = "\n".join(config_diff(old, cfg))
         try:

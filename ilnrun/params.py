@@ -63,7 +63,10 @@ class Param:
     its seed). It is frozen when the parameter is introduced — usually its default at that time —
     and never changed afterwards, even if the default changes: cell identity then depends only
     on the resolved config, never on a default that lives in code. :data:`NEVER` (the default)
-    keeps the parameter in every key.
+    keeps the parameter in every key. ``since`` names the version that added a dataset or
+    feature-map parameter after record digests were first written (0.2.0 on): at its
+    ``key_omit`` it is left out of a record's digest too, so the records of results written
+    before it existed still resume (:func:`ilnrun.config.grid.record_digest`).
     """
 
     name: str
@@ -78,6 +81,7 @@ class Param:
     special: tuple = ()  # extra values accepted for a numeric key (e.g. "median", None)
     key_omit: Any = NEVER
     label: str = ""  # axis label in figures (dataset keys)
+    since: str = ""  # the version that added it, if after 0.1.0 (record digests)
 
     def describe(self) -> str:
         rng = ""

@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import TINY_CELLS, invoke, tiny_config, write_config
 
 import ilnrun
@@ -73,3 +74,28 @@ def test_older_directory_with_another_config_is_refused_saying_why(finished_run,
     assert res.exit_code == 2, res.output
     assert "refused: the results were written by ilnrun 0.1.0" in res.output
     assert "dataset.T" in res.output and "Traceback" not in res.output
+
+
+# (cell id, record digest) of one cell of each config, as written by ilnrun 0.1.0: results of
+# that version must resume cell by cell (parameters added since are left out of the digest at
+# their key_omit, Param.since).
+RECORDS_0_1_0 = {
+    "figure1": (
+        "ed9e25d2ece3ea03369c",
+        "aa23bed0e7bf0fa0b2f9f7548ce656c8d8a21a78667d2081569838c7b58fee63",
+    ),
+    "budget_sweep": (
+        "6464318b1a92360ccbdb",
+        "a5a2bea8c1ec85269c318b71bab8907dbac9cb9199ff07bff36c9857bafa730f",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS_0_1_0))
+def test_records_of_0_1_0_keep_their_digest(name):
+    from ilnrun import config as C
+
+    cell_id, want = RECORDS_0_1_0[name]
+    exp = C.load(Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml")
+    cell = next(c for c in C.cells(exp) if c.id == cell_id)
+    assert C.record_digest(exp, cell) == want

@@ -98,10 +98,18 @@ def record_digest(exp: Experiment, cell: Cell) -> str:
             "feature_map": exp.feature_map.as_dict(),
             "match": exp.budget.match,
             "evaluation": exp.evaluation.numbers(),
-            "data": _files_by_content(exp, cell.data),
+            "data": _files_by_content(exp, _without_added(cell.data)),
             "engine": exp.engine if exp.engine == "numpy" else f"{exp.engine}/{JAX_STREAMS}",
         }
     )
+
+
+def _without_added(setting: dict) -> dict:
+    """The dataset setting without the parameters added after 0.1.0 (``Param.since``) that are
+    at their ``key_omit``: records written before they existed keep their digest."""
+    spec = DATASETS.get(setting.get("kind"))
+    added = {p.name: p.key_omit for p in spec.params if p.since} if spec else {}
+    return {k: v for k, v in setting.items() if not (k in added and v == added[k])}
 
 
 def _files_by_content(cfg: Mapping, setting: dict) -> dict:
@@ -190,4 +198,40 @@ def cells(exp: Experiment) -> list[Cell]:
                     Cell(len(out) + i, data, rep, method, h, None, data_id)
                     for i, h in enumerate(h for h in grid if not spec.takes_budget(h))
                 ]
+    return out
+
+
+def _is_key_omit(value: Any, omit: Any) -> bool:
+    return value == omit or (isinstance(value, list) and len(value) == 1 and value[0] == omit)
+
+
+def without_new_defaults(old: Mapping, new: dict) -> dict:
+    """``new`` without the parameters that ``old`` does not record and whose value is their
+    frozen ``key_omit`` — parameters added to a dataset, feature map or learner after ``old``
+    was written, at the value that changes no cell — so that such results resume
+    (docs/protocol.md §10). Compare ``old`` with the result."""
+    from ..features import FEATURE_MAPS
+
+    def strip(section: Any, before: Any, params) -> Any:
+        if not isinstance(section, dict) or not isinstance(before, dict):
+            return section
+        omit = {p.name: p.key_omit for p in params if p.key_omit is not NEVER}
+        return {
+            k: v
+            for k, v in section.items()
+            if k in before or k not in omit or not _is_key_omit(v, omit[k])
+        }
+
+    out = dict(new)
+    for key, registry in (("dataset", DATASETS), ("feature_map", FEATURE_MAPS)):
+        section = new.get(key)
+        kind = section.get("kind") if isinstance(section, dict) else None
+        if isinstance(kind, str) and kind in registry:
+            out[key] = strip(section, old.get(key), registry[kind].params)
+    methods, before = new.get("methods"), old.get("methods")
+    if isinstance(methods, dict) and isinstance(before, dict):
+        out["methods"] = {
+            name: strip(s, before.get(name), LEARNERS[name].params) if name in LEARNERS else s
+            for name, s in methods.items()
+        }
     return out

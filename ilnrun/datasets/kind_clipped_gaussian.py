@@ -69,6 +69,7 @@ PARAMS = (
         special=(None,),
         key_omit=None,
         label="target seed",
+        since="0.2.0",
     ),
 )
 
