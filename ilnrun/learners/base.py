@@ -17,7 +17,7 @@ import numpy as np
 
 from ..features import Coordinate, FeatureMap
 from ..params import Param
-from ..schedules import SCHEDULES
+from ..schedules import SCHEDULES, step_sizes
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
@@ -32,6 +32,47 @@ def out_of_time(deadline: float | None) -> bool:
 def is_divergent(yhat: float) -> bool:
     """True when a prediction is non-finite or exceeds ``DIVERGENCE_BOUND`` in magnitude."""
     return not (abs(yhat) <= DIVERGENCE_BOUND)  # also True for nan
+
+
+class OnlinePass:
+    """The bookkeeping every online pass shares (docs/algorithms.md): the step sizes ``eta_t``
+    and labels as Python floats (the same IEEE doubles as numpy scalars, cheaper per round),
+    the losses ``0.5 (yhat_t - y_t)^2``, and the two ways a pass stops early — its deadline
+    (looked at from round 2 on) and a divergent prediction (:func:`is_divergent`)."""
+
+    def __init__(
+        self, y: np.ndarray, eta: float, schedule: str, decay: float | None, deadline: float | None
+    ) -> None:
+        self.T = len(y)
+        self.etas = step_sizes(schedule, eta, self.T, decay).tolist()
+        self.y = y.tolist()
+        self.losses = np.empty(self.T)
+        self.deadline = deadline
+        self.diverged = self.timed_out = False
+
+    def rounds(self):
+        """``t = 0 .. T-1``, stopping (``timed_out``, losses cut to the rounds played) when the
+        deadline has passed before a round after the first."""
+        for t in range(self.T):
+            if t and out_of_time(self.deadline):
+                self.timed_out = True
+                self.losses = self.losses[:t]
+                return
+            yield t
+
+    def diverges(self, t: int, yhat: float) -> bool:
+        """Records round ``t``'s loss; True (``diverged``, losses cut after round ``t``) when
+        ``yhat`` is divergent: the pass must stop."""
+        self.losses[t] = 0.5 * (yhat - self.y[t]) ** 2
+        if is_divergent(yhat):
+            self.diverged = True
+            self.losses = self.losses[: t + 1]
+            return True
+        return False
+
+    def result(self, predictor, counters: dict[str, int], **more) -> FitResult:
+        """The pass's :class:`FitResult`."""
+        return FitResult(predictor, self.losses, counters, self.diverged, self.timed_out, **more)
 
 
 @dataclass
