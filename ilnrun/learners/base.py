@@ -116,6 +116,15 @@ class KernelExpansion:
         run = self.estimate_compiled if compiled else self.estimate_numpy
         return run(X_train, X_eval, fmap, m, rng, chunk_pairs)
 
+    def _sampling(self) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+        """Algorithm 2's sampling law: ``|alpha|_1``, ``q(i) = |alpha_i| / |alpha|_1`` and
+        ``sgn(alpha)`` (``0, None, None`` when ``alpha = 0``: every estimate is 0)."""
+        absa = np.abs(self.alpha)
+        total = float(absa.sum())
+        if total == 0.0:
+            return 0.0, None, None
+        return total, absa / total, np.sign(self.alpha)
+
     def estimate_compiled(
         self,
         X_train: np.ndarray,
@@ -129,13 +138,9 @@ class KernelExpansion:
         multinomial counts of a chunk of rows drawn by numpy, then the rest compiled."""
         from . import shrinking_gradient_kernels as kernels
 
-        n = len(X_eval)
-        absa = np.abs(self.alpha)
-        total = float(absa.sum())
-        out = np.zeros(n)
+        n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
         if total == 0.0:
             return out
-        q, sgn = absa / total, np.sign(self.alpha)
         X_train = np.ascontiguousarray(X_train, dtype=float)
         X_eval = np.ascontiguousarray(X_eval, dtype=float)
         kind, sigma = kernels.kind_of(fmap), float(getattr(fmap, "sigma", 1.0))
@@ -157,14 +162,9 @@ class KernelExpansion:
         chunk_pairs: int = 1 << 20,
     ) -> np.ndarray:
         """:meth:`predict_estimated` in numpy (the reference)."""
-        n = len(X_eval)
-        absa = np.abs(self.alpha)
-        total = float(absa.sum())
-        out = np.zeros(n)
+        n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
         if total == 0.0:
             return out
-        q = absa / total
-        sgn = np.sign(self.alpha)
         support = np.arange(len(q))
         rows_per_chunk = max(1, chunk_pairs // m)
         flat = _CoordinateProducts.make(fmap, X_train, X_eval, sgn, n * m)

@@ -190,19 +190,8 @@ def fit_compiled(
     c = new_counters()
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
     s = float(state[0])
-    return FitResult(
-        KernelExpansion(s * a[:n]),
-        losses[:n],
-        c,
-        bool(counts[3]),
-        timed_out,
-        KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n])),
-        {
-            "alpha_l1": alpha_l1[:n],
-            "alpha_new": alpha_new[:n],
-            "shrinks_before": shrinks_before[:n],
-        },
-    )
+    return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
+                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
 
 
 def fit_numpy(
@@ -285,14 +274,19 @@ def fit_numpy(
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled, shrinks=shrinks)
     n = len(run.losses)
-    final = KernelExpansion(s * a[:n])
-    averaged = KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n]))
-    extras = {  # for diagnostics (Lemma 5, exact regret); not used by the algorithm
-        "alpha_l1": alpha_l1[:n],
-        "alpha_new": alpha_new[:n],
-        "shrinks_before": shrinks_before[:n],
-    }
-    return run.result(final, counters, averaged=averaged, extras=extras)
+    return _result(s * a[:n], run.losses, counters, run.diverged, run.timed_out, alpha_new[:n],
+                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
+
+
+def _result(alpha, losses, counters, diverged, timed_out, alpha_new, shrinks_before, alpha_l1):
+    """The pass's :class:`FitResult`: the final predictor ``alpha``, the averaged one
+    (:func:`average_weights`) and, for diagnostics (Lemma 5, exact regret; not used by the
+    algorithm), ``alpha_l1``, ``alpha_new`` and ``shrinks_before``."""
+    averaged = KernelExpansion(alpha_new * average_weights(shrinks_before))
+    extras = {"alpha_l1": alpha_l1, "alpha_new": alpha_new, "shrinks_before": shrinks_before}
+    return FitResult(
+        KernelExpansion(alpha), losses, counters, diverged, timed_out, averaged, extras
+    )
 
 
 def average_weights(K: np.ndarray) -> np.ndarray:
