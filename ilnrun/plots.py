@@ -348,6 +348,11 @@ def _drawn(data: _Data, s: pd.DataFrame) -> np.ndarray:
     return np.append(values, 1.0) if data.metric == "test_nmse" else values
 
 
+def _with_values(rows: pd.DataFrame, col: str) -> pd.DataFrame:
+    """The rows with a value in column ``col`` (none when there is no such column)."""
+    return rows[rows[col].notna()] if col in rows else rows.iloc[0:0]
+
+
 def _plot_vs_x(
     ax: Axes,
     data: _Data,
@@ -362,9 +367,8 @@ def _plot_vs_x(
     positions of their x values; False if nothing to draw."""
     metric = data.estimated if estimated else data.metric
     col = f"{metric}_mean"
-    if col in rows:
-        rows = rows[rows[col].notna()]
-    if rows.empty or col not in rows:
+    rows = _with_values(rows, col)
+    if rows.empty:
         return False
     style = _estimated_style(data, method) if estimated else data.style[method]
     if data.x is None:  # one categorical point: methods side by side
@@ -397,7 +401,7 @@ def _levels_vs_x(
     """A batch reference: a level (with its band) across the panel when it does not depend on
     the x axis, else one level per x value over that value's stretch of the axis."""
     col = f"{data.metric}_mean"
-    rows = rows[rows[col].notna()] if col in rows else rows.iloc[0:0]
+    rows = _with_values(rows, col)
     if rows.empty:
         return False
     style = data.style[method]

@@ -41,16 +41,23 @@ def _regular(path: Path) -> None:
         raise ResultsError(f"{path} is not a regular file")
 
 
+def _parsed(path: Path, load, errors: tuple[type[Exception], ...], invalid: str):
+    """``load(path)`` of a regular file, bounded; a refusal or a parse error (one of
+    ``errors``: "``path`` ``invalid``") raised as :class:`ResultsError` naming the file."""
+    _regular(path)
+    try:
+        return load(path)
+    except YamlLimitError as exc:
+        raise ResultsError(f"{path}: refused: {exc}") from None
+    except errors:
+        raise ResultsError(f"{path} {invalid}") from None
+
+
 def read_config(d: Path) -> dict:
     """The resolved config ``d/config.yaml`` (a mapping with ``dataset`` and ``methods``)."""
     path = Path(d) / "config.yaml"
-    _regular(path)
-    try:
-        cfg = load_bounded(path)
-    except YamlLimitError as exc:
-        raise ResultsError(f"{path}: refused: {exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError, ValueError):
-        raise ResultsError(f"{path} is not valid YAML (not an ilnrun config)") from None
+    parse_errors = (yaml.YAMLError, UnicodeDecodeError, ValueError)
+    cfg = _parsed(path, load_bounded, parse_errors, "is not valid YAML (not an ilnrun config)")
     if not (
         isinstance(cfg, dict)
         and isinstance(cfg.get("name", ""), str)
@@ -64,13 +71,7 @@ def read_config(d: Path) -> dict:
 def read_meta(d: Path) -> dict:
     """``d/meta.json`` (a mapping)."""
     path = Path(d) / "meta.json"
-    _regular(path)
-    try:
-        meta = load_json(path)
-    except YamlLimitError as exc:
-        raise ResultsError(f"{path}: refused: {exc}") from None
-    except ValueError:
-        raise ResultsError(f"{path} is not valid JSON") from None
+    meta = _parsed(path, load_json, (ValueError,), "is not valid JSON")
     if not isinstance(meta, dict):
         raise ResultsError(f"{path} is not an ilnrun meta.json (not a mapping)")
     return meta

@@ -17,7 +17,6 @@ import numpy as np
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "sg_numpy.json"
 
-MAPS = ("coordinate", "relu", "fourier")
 SAMPLERS = ("iid", "systematic")
 # (name, T, D, m, eta, schedule, B, printed_sign): a plain pass, one that shrinks, the printed
 # (ascent) sign that diverges, and one long enough for the sorted search (m, t >= 512)
@@ -29,18 +28,49 @@ SHAPES = (
 )
 
 
+def make_map(kind: str, D: int):
+    """A registered feature map of dimension ``D`` (Fourier with ``sigma = 1.3``)."""
+    from ilnrun.features import FEATURE_MAPS
+
+    if kind == "fourier":
+        return FEATURE_MAPS[kind](D, 1.3)
+    return FEATURE_MAPS[kind](D)
+
+
+def compiled_maps() -> tuple[str, ...]:
+    """Every registered feature map the compiled kernels know (``kernels.kind_of``): derived
+    from the registry, so a map given compiled code is checked with no test edited."""
+    from ilnrun.features import FEATURE_MAPS
+    from ilnrun.learners import shrinking_gradient_kernels as kernels
+
+    return tuple(k for k in FEATURE_MAPS if kernels.kind_of(make_map(k, 4)) is not None)
+
+
+def compiled_learners() -> tuple[str, ...]:
+    """Every registered learner whose module has compiled code (a ``fit_compiled`` beside its
+    ``fit_numpy``)."""
+    import sys
+
+    from ilnrun.learners import LEARNERS
+
+    return tuple(
+        name
+        for name, spec in LEARNERS.items()
+        if hasattr(sys.modules[spec.fit.__module__], "fit_compiled")
+    )
+
+
+# the cases of each learner with compiled code (a learner added there must be added here)
+CHECKED_LEARNERS = ("shrinking_gradient",)
+MAPS = compiled_maps()
+
+
 def cases() -> list[tuple[str, str, tuple]]:
     return [(f, s, shape) for f in MAPS for s in SAMPLERS for shape in SHAPES]
 
 
 def case_id(fmap: str, sampler: str, shape: tuple) -> str:
     return f"{fmap}-{sampler}-{shape[0]}"
-
-
-def make_map(kind: str, D: int):
-    from ilnrun.features import Coordinate, Fourier, ReLU
-
-    return {"coordinate": Coordinate(D), "relu": ReLU(D), "fourier": Fourier(D, 1.3)}[kind]
 
 
 def data(T: int, D: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -33,6 +33,19 @@ IDS = [cases.case_id(*c) for c in CASES]
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not available")
 
 
+@pytest.mark.parametrize("name", cases.compiled_learners())
+def test_every_learner_with_compiled_code_has_cases(name):
+    """The learners with compiled code come from the registry: each must be checked below."""
+    assert name in cases.CHECKED_LEARNERS, f"{name} has compiled code but no compiled cases"
+
+
+def test_every_map_the_kernels_know_is_a_case():
+    """The maps come from the registry through ``kernels.kind_of``: the built-in three at least,
+    and every case's map is one of them."""
+    assert {"coordinate", "relu", "fourier"} <= set(cases.MAPS)
+    assert {c[0] for c in CASES} == set(cases.MAPS)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_numpy_path_matches_golden(case):
     assert cases.digests(cases.run_case(*case, path="numpy")) == GOLDEN[cases.case_id(*case)]
@@ -59,7 +72,7 @@ def test_fit_chooses_the_compiled_path(kind):
 
 
 @needs_numba
-@pytest.mark.parametrize("kind", ["coordinate", "relu"])
+@pytest.mark.parametrize("kind", cases.MAPS)
 @pytest.mark.parametrize("sampler", cases.SAMPLERS)
 def test_threads_give_identical_numbers(kind, sampler):
     """A parallel search and gather (m >= PARALLEL_FROM) with 1 and 2 threads: the same pass."""

@@ -26,6 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from ilnrun import experiment  # noqa: E402
 from ilnrun.cli import main  # noqa: E402
+from ilnrun.config.schema import has_jax_twin  # noqa: E402
 from ilnrun.engines import jax_env, jax_runner  # noqa: E402
 from ilnrun.features import FEATURE_MAPS  # noqa: E402
 from ilnrun.learners import (  # noqa: E402
@@ -82,39 +83,68 @@ def _coordinate(d):
     return FEATURE_MAPS["coordinate"](d.X_train.shape[1])
 
 
-# ---- deterministic parts, given the same draws -------------------------------------------------
-
-
-def test_kernel_ogd_equals_numpy():
-    d = make_data(T=60)
-    fmap = _coordinate(d)
-    args = {"eta": 0.5, "schedule": "inv_sqrt"}
-    ref = KOGD.fit(d.X_train, d.y_train, fmap, np.random.default_rng(0), **args)
-    mod = KOGD.engine("jax")
-    st, T = mod.static(args), len(d.y_train)
-    data, cell = _data_dict(d, fmap, K=True), _cell(mod, args, T)
-    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
-    ctx = Round(st, T, 0, type(fmap), data, cell)
-    step = jax.jit(lambda c, t: mod.step(ctx, c, t))
-    for t in range(T):
-        c = step(c, t)
-    res = mod.result(st, args, jax.device_get(c), fmap, T)
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(res.predictor.alpha, ref.predictor.alpha, rtol=1e-12, atol=1e-15)
-    assert res.counters == ref.counters
-
-
 def _map(kind: str, d):
     if kind == "fourier":
         return FEATURE_MAPS[kind](d.X_train.shape[1], sigma=1.5)
     return FEATURE_MAPS[kind](d.X_train.shape[1])
 
 
-@pytest.mark.parametrize(("lam", "kind"), [(0.0, "coordinate"), (0.05, "relu"), (0.0, "fourier")])
-def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam, kind):
+class SampleRecorder:
+    """A feature map whose ``sample`` records (a copy of) every draw, in order; all else is the
+    wrapped map's."""
+
+    def __init__(self, fmap) -> None:
+        self.fmap, self.draws = fmap, []
+
+    def __getattr__(self, name):
+        return getattr(self.fmap, name)
+
+    def sample(self, rng, n):
+        W = self.fmap.sample(rng, n)
+        self.draws.append(np.array(W, copy=True))
+        return W
+
+
+def _steps(mod, args, d, fmap, fn, per_round=()):
+    """Run ``fn(ctx, c, t, *per_round[t])`` (jitted) over every round from ``mod.init``; the
+    pass's result."""
+    st, T = mod.static(args), len(d.y_train)
+    data, cell = _data_dict(d, fmap, K=mod is KOGD.engine("jax")), _cell(mod, args, T)
+    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
+    ctx = Round(st, T, 0, type(fmap), data, cell)
+    step = jax.jit(lambda c, t, *draws: fn(ctx, c, t, *draws))
+    per_round = list(per_round)
+    per_round += per_round[-1:] * (T - len(per_round))  # rounds after a divergence: ignored
+    for t in range(T):
+        c = step(c, t, *(jnp.asarray(x) for x in (per_round[t] if per_round else ())))
+    return mod.result(st, args, jax.device_get(c), fmap, T)
+
+
+def _close(a, b, tol=1e-12):
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 1e-3)
+
+
+# ---- deterministic parts, given the same draws: one harness per learner ------------------------
+
+
+def _kernel_ogd(kind: str, variant: dict) -> None:
+    """The whole pass (no draws)."""
+    d = make_data(T=60)
+    fmap = _map(kind, d)
+    args = {"eta": 0.5, "schedule": "inv_sqrt", **variant}
+    ref = KOGD.fit(d.X_train, d.y_train, fmap, np.random.default_rng(0), **args)
+    mod = KOGD.engine("jax")
+    res = _steps(mod, args, d, fmap, mod.step)
+    _close(res.losses, ref.losses)
+    _close(res.predictor.alpha, ref.predictor.alpha)
+    assert res.counters == ref.counters
+
+
+def _fixed_random(kind: str, variant: dict) -> None:
+    """The SGD pass given numpy's drawn features."""
     d = make_data(T=50)
     fmap = _map(kind, d)
-    args = {"eta": 0.5, "r": 37, "lam": lam, "schedule": "inv_sqrt"}
+    args = {"eta": 0.5, "r": 37, "lam": 0.0, "schedule": "inv_sqrt", **variant}
     ref = FR.fit(d.X_train, d.y_train, fmap, np.random.default_rng(3), **args)
     W = ref.predictor.W  # the drawn features (no padding here: the layouts agree)
     mod = FR.engine("jax")
@@ -126,68 +156,93 @@ def test_fixed_random_sgd_pass_equals_numpy_given_its_features(lam, kind):
     for t in range(T):
         c = step(c, t)
     res = mod.result(st, args, jax.device_get(c), fmap, T)
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(res.predictor.coef, ref.predictor.coef, rtol=1e-12, atol=1e-15)
+    _close(res.losses, ref.losses)
+    _close(res.predictor.coef, ref.predictor.coef)
     np.testing.assert_array_equal(res.predictor.W, ref.predictor.W)
     assert res.counters == ref.counters
 
 
-@pytest.mark.parametrize("nu", [0.0, 0.1])
-def test_doubly_sgd_predictions_equal_numpy_given_its_features(nu):
+def _doubly_sgd(kind: str, variant: dict) -> None:
+    """The predictions given numpy's draws of every round's k features."""
     d = make_data(T=40)
-    fmap = _coordinate(d)
-    args = {"eta": 0.5, "k": 3, "nu": nu, "schedule": "constant"}
-    rec = Recorder(5)
-    ref = DSGD.fit(d.X_train, d.y_train, fmap, rec, **args)
-    omegas = [out for _, out in rec.calls]
+    fmap = _map(kind, d)
+    args = {"eta": 0.5, "k": 3, "nu": 0.0, "schedule": "constant", **variant}
+    rec = SampleRecorder(fmap)
+    ref = DSGD.fit(d.X_train, d.y_train, rec, np.random.default_rng(5), **args)
     mod = DSGD.engine("jax")
-    st, T = mod.static(args), len(d.y_train)
-    data, cell = _data_dict(d, fmap), _cell(mod, args, T)
-    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
-    ctx = Round(st, T, 0, type(fmap), data, cell)
-    step = jax.jit(lambda c, t, om: mod.round_given(ctx, c, t, om))
-    for t in range(T):
-        c = step(c, t, jnp.asarray(omegas[t]))
-    res = mod.result(st, args, jax.device_get(c), fmap, T)
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(
-        res.predictor.predict(d.X_test), ref.predictor.predict(d.X_test), rtol=1e-10, atol=1e-13
-    )
+    res = _steps(mod, args, d, fmap, mod.round_given, [(w,) for w in rec.draws])
+    _close(res.losses, ref.losses)
+    _close(res.predictor.predict(d.X_test), ref.predictor.predict(d.X_test), 1e-10)
     assert res.counters == ref.counters
 
 
-@pytest.mark.parametrize(("sampler", "B"), [("iid", 1.0), ("systematic", 1.0), ("iid", 0.02)])
-def test_shrinking_gradient_rounds_equal_numpy_given_the_draws(sampler, B):
+def _shrinking_gradient(kind: str, variant: dict) -> None:
+    """Every round given numpy's draws (the uniforms of i, then the m features)."""
     d = make_data(T=60)
-    fmap = _coordinate(d)
-    args = {"eta": 0.8, "m": 25, "B": B, "sampler": sampler, "schedule": "constant"}
-    rec = Recorder(11)
-    ref = SG.fit(d.X_train, d.y_train, fmap, rec, **args)
-    calls = [out for _, out in rec.calls]
-    T, m = len(d.y_train), args["m"]
+    fmap = _map(kind, d)
+    args = {"eta": 0.8, "m": 25, "B": 1.0, "sampler": "iid", "schedule": "constant", **variant}
+    rng, rec = Recorder(11), SampleRecorder(fmap)
+    ref = SG.fit(d.X_train, d.y_train, rec, rng, **args)
+    uniforms = [out for name, out in rng.calls if name == "random"]
+    m = args["m"]
     # numpy draws from round 2 on (alpha != 0): u (m uniforms or one offset), then m w's
-    U, Wd = np.zeros((T, m)), np.zeros((T, m), dtype=np.int64)
-    for t in range(1, T):
-        u = calls[2 * (t - 1)]
-        U[t] = u if sampler == "iid" else (np.arange(m) + u) / m
-        Wd[t] = calls[2 * (t - 1) + 1]
+    assert len(uniforms) == len(rec.draws) == len(ref.losses) - 1 - ref.diverged
+    draws = [(np.zeros(m), np.zeros_like(rec.draws[0]))]
+    for u, w in zip(uniforms, rec.draws, strict=True):
+        draws.append((u if args["sampler"] == "iid" else (np.arange(m) + u) / m, w))
     mod = SG.engine("jax")
-    st = mod.static(args)
-    data, cell = _data_dict(d, fmap), _cell(mod, args, T)
-    c = mod.init(Round(st, T, d.X_train.shape[1], type(fmap), data, cell))
-    ctx = Round(st, T, 0, type(fmap), data, cell)
-    rnd = jax.jit(lambda c, t, u, w: mod.round_given(ctx, c, t, u, w))
-    for t in range(T):
-        c = rnd(c, t, jnp.asarray(U[t]), jnp.asarray(Wd[t]))
-    res = mod.result(st, args, jax.device_get(c), fmap, T)
+    res = _steps(mod, args, d, fmap, mod.round_given, draws)
     assert res.counters == ref.counters
-    if B < 1:
+    if args["B"] < 1:
         assert ref.counters["shrinks"] > 0  # the shrink branch is exercised
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(res.predictor.alpha, ref.predictor.alpha, rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(res.averaged.alpha, ref.averaged.alpha, rtol=1e-10, atol=1e-14)
+    _close(res.losses, ref.losses, 1e-10)
+    _close(res.predictor.alpha, ref.predictor.alpha, 1e-10)
+    _close(res.averaged.alpha, ref.averaged.alpha, 1e-10)
     for key in ("alpha_l1", "shrinks_before"):
         np.testing.assert_allclose(res.extras[key], ref.extras[key], rtol=1e-10)
+
+
+# each learner's harness and the settings it is tried with (the first on every map, the others
+# on the first map): a learner given a jax pass must be given a harness here
+HARNESSES = {
+    "kernel_ogd": (_kernel_ogd, [{}]),
+    "fixed_random": (_fixed_random, [{}, {"lam": 0.05}]),
+    "doubly_sgd": (_doubly_sgd, [{}, {"nu": 0.1}]),
+    "shrinking_gradient": (
+        _shrinking_gradient,
+        [{}, {"sampler": "systematic"}, {"B": 0.02}],
+    ),
+}
+JAX_LEARNERS = [name for name, spec in LEARNERS.items() if "jax" in spec.engines]
+JAX_MAPS = [name for name, cls in FEATURE_MAPS.items() if has_jax_twin(cls)]
+
+
+def _equivalence_cases() -> list:
+    out = []
+    for name in JAX_LEARNERS:
+        variants = HARNESSES.get(name, (None, [{}]))[1]
+        for kind in JAX_MAPS:
+            if LEARNERS[name].needs_kernel and kind not in KERNEL_MAPS:
+                continue
+            for i, v in enumerate(variants if kind == JAX_MAPS[0] else variants[:1]):
+                out.append(pytest.param(name, kind, v, id=f"{name}-{kind}-{i}"))
+    return out
+
+
+KERNEL_MAPS = set(JAX_MAPS)  # every built-in map has a closed-form kernel
+
+
+@pytest.mark.parametrize(("name", "kind", "variant"), _equivalence_cases())
+def test_jax_pass_equals_numpy(name, kind, variant):
+    """Every learner with a jax pass on every feature map with a jax twin (both derived from the
+    registries): the jax pass equals the numpy pass to rounding, given the same draws."""
+    assert name in HARNESSES, f"learner {name} has a jax pass but no equivalence harness"
+    HARNESSES[name][0](kind, variant)
+
+
+def test_the_built_in_learners_and_maps_are_all_covered():
+    assert set(JAX_LEARNERS) >= {"kernel_ogd", "fixed_random", "doubly_sgd", "shrinking_gradient"}
+    assert set(JAX_MAPS) >= {"coordinate", "relu", "fourier"}
 
 
 # ---- batches: a cell's numbers do not depend on its batch -------------------------------------

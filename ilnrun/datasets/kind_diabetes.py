@@ -14,9 +14,8 @@ from .reader import Table
 from .tables import (
     TABLE_CHOICES,
     TABLE_SPLIT_PARAMS,
-    table_arrays,
+    table_dataset,
     table_identity,
-    tabular,
     what_is_used,
 )
 
@@ -63,8 +62,8 @@ def diabetes(
     center: bool,
 ) -> Dataset:
     """scikit-learn's diabetes data (442 rows, 10 features); see the module docstring."""
-    X, y, names, sizes = table_arrays(diabetes_table(), features, "target", T, n_val, n_test)
-    return tabular(rng, X, y, sizes, standardize, center, {"features": names})
+    sizes = (T, n_val, n_test)
+    return table_dataset(rng, diabetes_table(), "target", features, sizes, standardize, center)
 
 
 def check_diabetes(spec: dict) -> dict:

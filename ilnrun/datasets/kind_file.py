@@ -14,7 +14,7 @@ import numpy as np
 
 from .base import DataError, Dataset, DatasetSpec, T_param, declared, param
 from .reader import read_table
-from .tables import TABLE_CHOICES, TABLE_SPLIT_PARAMS, table_arrays, tabular, what_is_used
+from .tables import TABLE_CHOICES, TABLE_SPLIT_PARAMS, table_dataset, what_is_used
 
 PARAMS = (
     param(
@@ -52,8 +52,8 @@ def file(
     center: bool,
 ) -> Dataset:
     """A CSV / NPZ file; see the module docstring for every choice."""
-    X, y, names, sizes = table_arrays(read_table(path), features, target, T, n_val, n_test)
-    return tabular(rng, X, y, sizes, standardize, center, {"features": names})
+    sizes = (T, n_val, n_test)
+    return table_dataset(rng, read_table(path), target, features, sizes, standardize, center)
 
 
 def check_file(spec: dict) -> dict:

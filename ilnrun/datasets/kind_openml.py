@@ -19,9 +19,8 @@ from .tables import (
     LABELLED_TABLE_PARAMS,
     TABLE_CHOICES,
     frame_table,
-    table_arrays,
+    table_dataset,
     table_identity,
-    tabular,
     what_is_used,
     with_log_target,
 )
@@ -123,8 +122,7 @@ def openml(
     table, default = openml_table(str(name), version, data_home)
     target = openml_target(target, default)
     table = with_log_target(table, target, log_target)
-    X, y, names, sizes = table_arrays(table, features, target, T, n_val, n_test)
-    return tabular(rng, X, y, sizes, standardize, center, {"features": names})
+    return table_dataset(rng, table, target, features, (T, n_val, n_test), standardize, center)
 
 
 def check_openml(spec: dict) -> dict:

@@ -16,9 +16,8 @@ from .tables import (
     LABELLED_TABLE_PARAMS,
     TABLE_CHOICES,
     frame_table,
-    table_arrays,
+    table_dataset,
     table_identity,
-    tabular,
     what_is_used,
     with_log_target,
 )
@@ -75,8 +74,7 @@ def plotnine(
     """A table plotnine ships, split and scaled exactly like ``file`` (module docstring); with
     ``log_target`` the label is ``ln(target)`` (positive targets only)."""
     table = with_log_target(plotnine_table(name), target, log_target)
-    X, y, names, sizes = table_arrays(table, features, target, T, n_val, n_test)
-    return tabular(rng, X, y, sizes, standardize, center, {"features": names})
+    return table_dataset(rng, table, target, features, (T, n_val, n_test), standardize, center)
 
 
 def check_plotnine(spec: dict) -> dict:

@@ -131,6 +131,22 @@ def table_arrays(
     return X, y, names, sizes
 
 
+def table_dataset(
+    rng: np.random.Generator,
+    table: Table,
+    target: str,
+    features: str | list[str],
+    sizes: tuple[int, int, int | str],
+    standardize: bool,
+    center: bool,
+) -> Dataset:
+    """A labelled table as a dataset: its arrays (:func:`table_arrays`, ``sizes`` the
+    ``(T, n_val, n_test)`` asked for), shuffled, split and scaled (:func:`tabular`); ``info``
+    names the feature columns used."""
+    X, y, names, used = table_arrays(table, features, target, *sizes)
+    return tabular(rng, X, y, used, standardize, center, {"features": names})
+
+
 def tabular(
     rng: np.random.Generator,
     X: np.ndarray,

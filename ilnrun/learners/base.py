@@ -18,7 +18,7 @@ import numpy as np
 
 from ..features import Coordinate, FeatureMap
 from ..params import Param
-from ..schedules import SCHEDULES
+from ..schedules import SCHEDULES, step_sizes
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
@@ -33,6 +33,47 @@ def out_of_time(deadline: float | None) -> bool:
 def is_divergent(yhat: float) -> bool:
     """True when a prediction is non-finite or exceeds ``DIVERGENCE_BOUND`` in magnitude."""
     return not (abs(yhat) <= DIVERGENCE_BOUND)  # also True for nan
+
+
+class OnlinePass:
+    """The bookkeeping every online pass shares (docs/algorithms.md): the step sizes ``eta_t``
+    and labels as Python floats (the same IEEE doubles as numpy scalars, cheaper per round),
+    the losses ``0.5 (yhat_t - y_t)^2``, and the two ways a pass stops early — its deadline
+    (looked at from round 2 on) and a divergent prediction (:func:`is_divergent`)."""
+
+    def __init__(
+        self, y: np.ndarray, eta: float, schedule: str, decay: float | None, deadline: float | None
+    ) -> None:
+        self.T = len(y)
+        self.etas = step_sizes(schedule, eta, self.T, decay).tolist()
+        self.y = y.tolist()
+        self.losses = np.empty(self.T)
+        self.deadline = deadline
+        self.diverged = self.timed_out = False
+
+    def rounds(self):
+        """``t = 0 .. T-1``, stopping (``timed_out``, losses cut to the rounds played) when the
+        deadline has passed before a round after the first."""
+        for t in range(self.T):
+            if t and out_of_time(self.deadline):
+                self.timed_out = True
+                self.losses = self.losses[:t]
+                return
+            yield t
+
+    def diverges(self, t: int, yhat: float) -> bool:
+        """Records round ``t``'s loss; True (``diverged``, losses cut after round ``t``) when
+        ``yhat`` is divergent: the pass must stop."""
+        self.losses[t] = 0.5 * (yhat - self.y[t]) ** 2
+        if is_divergent(yhat):
+            self.diverged = True
+            self.losses = self.losses[: t + 1]
+            return True
+        return False
+
+    def result(self, predictor, counters: dict[str, int], **more) -> FitResult:
+        """The pass's :class:`FitResult`."""
+        return FitResult(predictor, self.losses, counters, self.diverged, self.timed_out, **more)
 
 
 @dataclass
@@ -76,6 +117,15 @@ class KernelExpansion:
         run = self.estimate_compiled if compiled else self.estimate_numpy
         return run(X_train, X_eval, fmap, m, rng, chunk_pairs)
 
+    def _sampling(self) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+        """Algorithm 2's sampling law: ``|alpha|_1``, ``q(i) = |alpha_i| / |alpha|_1`` and
+        ``sgn(alpha)`` (``0, None, None`` when ``alpha = 0``: every estimate is 0)."""
+        absa = np.abs(self.alpha)
+        total = float(absa.sum())
+        if total == 0.0:
+            return 0.0, None, None
+        return total, absa / total, np.sign(self.alpha)
+
     def estimate_compiled(
         self,
         X_train: np.ndarray,
@@ -89,13 +139,9 @@ class KernelExpansion:
         multinomial counts of a chunk of rows drawn by numpy, then the rest compiled."""
         from . import shrinking_gradient_kernels as kernels
 
-        n = len(X_eval)
-        absa = np.abs(self.alpha)
-        total = float(absa.sum())
-        out = np.zeros(n)
+        n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
         if total == 0.0:
             return out
-        q, sgn = absa / total, np.sign(self.alpha)
         X_train = np.ascontiguousarray(X_train, dtype=float)
         X_eval = np.ascontiguousarray(X_eval, dtype=float)
         kind, sigma = kernels.kind_of(fmap), float(getattr(fmap, "sigma", 1.0))
@@ -117,14 +163,9 @@ class KernelExpansion:
         chunk_pairs: int = 1 << 20,
     ) -> np.ndarray:
         """:meth:`predict_estimated` in numpy (the reference)."""
-        n = len(X_eval)
-        absa = np.abs(self.alpha)
-        total = float(absa.sum())
-        out = np.zeros(n)
+        n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
         if total == 0.0:
             return out
-        q = absa / total
-        sgn = np.sign(self.alpha)
         support = np.arange(len(q))
         rows_per_chunk = max(1, chunk_pairs // m)
         flat = _CoordinateProducts.make(fmap, X_train, X_eval, sgn, n * m)

@@ -33,9 +33,8 @@ from .base import (
     FeatureExpansion,
     FitResult,
     LearnerSpec,
-    is_divergent,
+    OnlinePass,
     new_counters,
-    out_of_time,
     step_unused,
 )
 
@@ -56,23 +55,16 @@ def fit(
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round."""
-    T = len(y)
-    gammas = step_sizes(schedule, eta, T, decay).tolist()  # Python floats: cheaper per round
-    y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
+    run = OnlinePass(y, eta, schedule, decay, deadline)
+    T, gammas = run.T, run.etas
     W = None  # stored omegas, allocated on the first draw (shape depends on the map)
     c = np.zeros(k * T)  # alpha = s * c
     s = 1.0
-    losses = np.empty(T)
     train_evals = features_sampled = 0  # counted in the loop (docs/budgets.md)
-    diverged = timed_out = False
     point, sample = fmap.point, fmap.sample
 
-    for t in range(T):
-        if t and out_of_time(deadline):
-            timed_out = True
-            losses = losses[:t]
-            break
-        x_t, y_t = X[t], y_list[t]
+    for t in run.rounds():
+        x_t, y_t = X[t], run.y[t]
         n_old = k * t
         if n_old:
             psi_old = point(x_t, W[:n_old])
@@ -80,10 +72,7 @@ def fit(
             f_t = s * float(c[:n_old] @ psi_old)
         else:
             f_t = 0.0
-        losses[t] = 0.5 * (f_t - y_t) ** 2
-        if is_divergent(f_t):
-            diverged = True
-            losses = losses[: t + 1]
+        if run.diverges(t, f_t):
             break
         omega = sample(rng, k)
         features_sampled += len(omega)
@@ -111,9 +100,8 @@ def fit(
 
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
-    n_feat = k * len(losses) if not diverged else k * (len(losses) - 1)
-    predictor = FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap)
-    return FitResult(predictor, losses, counters, diverged, timed_out)
+    n_feat = k * (len(run.losses) - run.diverged)
+    return run.result(FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap), counters)
 
 
 PRESETS = ("grid", "dai")

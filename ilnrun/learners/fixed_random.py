@@ -17,16 +17,14 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..params import Param
-from ..schedules import step_sizes
 from .base import (
     STEP_PARAMS,
     BudgetSize,
     FeatureExpansion,
     FitResult,
     LearnerSpec,
-    is_divergent,
+    OnlinePass,
     new_counters,
-    out_of_time,
 )
 
 
@@ -44,40 +42,28 @@ def fit(
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of SGD on ``r`` fixed random features."""
-    T = len(y)
-    etas = step_sizes(schedule, eta, T, decay).tolist()  # Python floats: cheaper per round
-    y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
+    run = OnlinePass(y, eta, schedule, decay, deadline)
+    etas = run.etas
     W = fmap.sample(rng, r)
     features_sampled = len(W)
     train_evals = 0  # counted in the loop (docs/budgets.md)
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta = np.zeros(r)
-    losses = np.empty(T)
-    diverged = timed_out = False
     point = fmap.point
-    for t in range(T):
-        if t and out_of_time(deadline):
-            timed_out = True
-            losses = losses[:t]
-            break
-        y_t = y_list[t]
+    for t in run.rounds():
         z = point(X[t], W)
         z *= inv_sqrt_r
         train_evals += z.size
         yhat = float(beta @ z)
-        losses[t] = 0.5 * (yhat - y_t) ** 2
-        if is_divergent(yhat):
-            diverged = True
-            losses = losses[: t + 1]
+        if run.diverges(t, yhat):
             break
         if lam:
             beta *= 1.0 - etas[t] * lam
-        z *= etas[t] * (yhat - y_t)
+        z *= etas[t] * (yhat - run.y[t])
         beta -= z
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
-    predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
-    return FitResult(predictor, losses, counters, diverged, timed_out)
+    return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters)
 
 
 SPEC = LearnerSpec(

@@ -19,16 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..features import FeatureMap
-from ..schedules import step_sizes
 from ..theory import primal_evaluation
 from .base import (
     STEP_PARAMS,
     FitResult,
     KernelExpansion,
     LearnerSpec,
-    is_divergent,
+    OnlinePass,
     new_counters,
-    out_of_time,
 )
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
@@ -46,20 +44,14 @@ def fit(
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of kernel OGD on the squared loss."""
-    T = len(y)
-    etas = step_sizes(schedule, eta, T, decay)
+    run = OnlinePass(y, eta, schedule, decay, deadline)
+    T, etas = run.T, run.etas
     alpha = np.zeros(T)
-    losses = np.empty(T)
     counters = new_counters()
-    diverged = timed_out = False
     K = None
     primal = fmap.primal(X) if primal_evaluation(fmap, T) else None
     v = np.zeros(primal[0].shape[1]) if primal is not None else None
-    for t in range(T):
-        if t and out_of_time(deadline):
-            timed_out = True
-            losses = losses[:t]
-            break
+    for t in run.rounds():
         if primal is not None:  # the same prediction in the primal
             if t:
                 v += alpha[t - 1] * primal[0][t - 1]
@@ -71,13 +63,10 @@ def fit(
             k_t = K[t % BLOCK, :t]
             counters["kernel_evals"] += k_t.size
             yhat = float(k_t @ alpha[:t])
-        losses[t] = 0.5 * (yhat - y[t]) ** 2
-        if is_divergent(yhat):
-            diverged = True
-            losses = losses[: t + 1]
+        if run.diverges(t, yhat):
             break
-        alpha[t] = etas[t] * (y[t] - yhat)
-    return FitResult(KernelExpansion(alpha[: len(losses)]), losses, counters, diverged, timed_out)
+        alpha[t] = etas[t] * (run.y[t] - yhat)
+    return run.result(KernelExpansion(alpha[: len(run.losses)]), counters)
 
 
 SPEC = LearnerSpec(

@@ -49,7 +49,7 @@ from .base import (
     FitResult,
     KernelExpansion,
     LearnerSpec,
-    is_divergent,
+    OnlinePass,
     new_counters,
     out_of_time,
     step_unused,
@@ -190,19 +190,8 @@ def fit_compiled(
     c = new_counters()
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
     s = float(state[0])
-    return FitResult(
-        KernelExpansion(s * a[:n]),
-        losses[:n],
-        c,
-        bool(counts[3]),
-        timed_out,
-        KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n])),
-        {
-            "alpha_l1": alpha_l1[:n],
-            "alpha_new": alpha_new[:n],
-            "shrinks_before": shrinks_before[:n],
-        },
-    )
+    return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
+                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
 
 
 def fit_numpy(
@@ -221,9 +210,8 @@ def fit_numpy(
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference)."""
-    T = len(y)
-    etas = step_sizes(schedule, eta, T, decay).tolist()  # Python floats: cheaper per round
-    y_list = y.tolist()  # (same IEEE doubles, so the same arithmetic as numpy scalars)
+    run = OnlinePass(y, eta, schedule, decay, deadline)
+    T, etas = run.T, run.etas
     sign = -1.0 if printed_sign else 1.0
     threshold = 16.0 * B
     a = np.zeros(T)  # alpha = s * a
@@ -234,22 +222,16 @@ def fit_numpy(
     alpha_l1 = np.zeros(T)  # |alpha^(t+1)|_1 after round t (Lemma 5: <= (16B + 1) eta t)
     s = 1.0
     total = 0.0  # = cum[t - 1]: |alpha|_1 = s * total
-    losses = np.empty(T)
     # counted in the loop as the features are drawn and evaluated (docs/budgets.md)
     train_evals = features_sampled = shrinks = 0
-    diverged = timed_out = False
     offsets = np.arange(m) / m if sampler == "systematic" else None
     point = fmap.point
     pairs = fmap.pairs
     sample = fmap.sample
 
-    for t in range(T):  # round t + 1 of the paper; examples 0..t-1 are stored
-        if t and out_of_time(deadline):
-            timed_out = True
-            losses = losses[:t]
-            break
+    for t in run.rounds():  # round t + 1 of the paper; examples 0..t-1 are stored
         shrinks_before[t] = shrinks
-        y_t = y_list[t]
+        y_t = run.y[t]
         # --- Algorithm 2: EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) ---------------------------
         if total > 0.0:
             u = rng.random(m) if offsets is None else offsets + rng.random() / m
@@ -267,10 +249,7 @@ def fit_numpy(
             E = s * total / m * float(np.dot(signed, psi_t))
         else:
             E = 0.0
-        losses[t] = 0.5 * (E - y_t) ** 2
-        if is_divergent(E):
-            diverged = True
-            losses = losses[: t + 1]
+        if run.diverges(t, E):
             break
         # --- Algorithm 1: gradient step or shrink -------------------------------------------
         if abs(E) < threshold:
@@ -294,15 +273,20 @@ def fit_numpy(
 
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled, shrinks=shrinks)
-    n = len(losses)
-    final = KernelExpansion(s * a[:n])
-    averaged = KernelExpansion(alpha_new[:n] * average_weights(shrinks_before[:n]))
-    extras = {  # for diagnostics (Lemma 5, exact regret); not used by the algorithm
-        "alpha_l1": alpha_l1[:n],
-        "alpha_new": alpha_new[:n],
-        "shrinks_before": shrinks_before[:n],
-    }
-    return FitResult(final, losses, counters, diverged, timed_out, averaged, extras)
+    n = len(run.losses)
+    return _result(s * a[:n], run.losses, counters, run.diverged, run.timed_out, alpha_new[:n],
+                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
+
+
+def _result(alpha, losses, counters, diverged, timed_out, alpha_new, shrinks_before, alpha_l1):
+    """The pass's :class:`FitResult`: the final predictor ``alpha``, the averaged one
+    (:func:`average_weights`) and, for diagnostics (Lemma 5, exact regret; not used by the
+    algorithm), ``alpha_l1``, ``alpha_new`` and ``shrinks_before``."""
+    averaged = KernelExpansion(alpha_new * average_weights(shrinks_before))
+    extras = {"alpha_l1": alpha_l1, "alpha_new": alpha_new, "shrinks_before": shrinks_before}
+    return FitResult(
+        KernelExpansion(alpha), losses, counters, diverged, timed_out, averaged, extras
+    )
 
 
 def average_weights(K: np.ndarray) -> np.ndarray:
