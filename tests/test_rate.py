@@ -108,7 +108,7 @@ def test_dai_settings_blank_the_step_keys_and_differ_by_epsilon():
     dai = [h for h in settings if h["preset"] == "dai"]
     assert len(dai) == 2  # eta is unused under the preset: no duplicates
     assert all(h["eta"] is None and h["epsilon"] in (0.01, 0.001) for h in dai)
-    plain = [h for h in settings if h["preset"] == "grid"]
+    plain = [h for h in settings if h["preset"] is None]  # grid: preset itself blanked
     assert len(plain) == 2 and all(h["epsilon"] is None for h in plain)
 
 

@@ -172,10 +172,11 @@ def dai_steps(epsilon: float, B: float, theta_nu: float, cap: float | None) -> d
 
 def _unused(h: dict) -> set[str]:
     """Under ``dai`` the step parameters and ``nu`` are derived; otherwise the preset's own
-    parameters are unused."""
+    parameters are unused, and so is ``preset`` itself (a ``grid`` setting reads as it did
+    before the preset existed: same ``setting`` string and columns)."""
     if h.get("preset") == "dai":
         return {"eta", "schedule", "decay", "nu"}
-    return step_unused(h) | set(DAI_ONLY)
+    return step_unused(h) | set(DAI_ONLY) | {"preset"}
 
 
 def _arguments(h: dict, k: int | None, T: int) -> dict:
