@@ -55,7 +55,8 @@ def test_record_digest_hashes_the_dict_form():
             "feature_map": raw["feature_map"],
             "match": raw["budget"]["match"],
             "evaluation": raw["evaluation"],
-            "data": cell.data,
+            # target_seed was added in 0.2.0 (Param.since): left out at its key_omit, None
+            "data": {k: v for k, v in cell.data.items() if k != "target_seed" or v is not None},
             "engine": raw.get("engine", "numpy"),
         }
     )
