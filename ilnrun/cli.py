@@ -360,10 +360,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
-    # the jax engine runs its batches in this process: --jobs does not apply
-    jobs = (
-        1 if cfg.get("engine") == "jax" else max(1, min(jobs, resources.usable_cpus(), len(cells)))
-    )
+    jobs = max(1, min(resources.workers(cfg, jobs), len(cells)))
     problems: list = []
     resources.check(cfg, problems, jobs=jobs, n_cells=len(cells))
     if problems:

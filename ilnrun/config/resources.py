@@ -452,15 +452,22 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def workers(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> int:
+    """The processes that hold a cell at once for ``--jobs jobs``: one for the jax engine (its
+    batches run in-process) and for a remote dask scheduler (its workers are elsewhere), else
+    ``jobs`` capped to this machine's CPUs (:func:`check` caps them to the cells)."""
+    if cfg.get("engine") == "jax" or (backend == "dask" and scheduler):
+        return 1
+    return max(1, min(int(jobs), usable_cpus()))
+
+
 def check_run(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> None:
     """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the
     cells; one process for the jax engine, whose batches run in-process, and for a remote dask
     scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`."""
     from ..params import ConfigError
 
-    if cfg.get("engine") == "jax" or (backend == "dask" and scheduler):
-        jobs = 1
-    jobs = max(1, min(int(jobs), usable_cpus()))
+    jobs = workers(cfg, jobs, backend, scheduler)
     if jobs == 1:
         return  # checked when the config was resolved
     problems: list = []
