@@ -109,12 +109,18 @@ class KernelExpansion:
         the order and the ``w_k`` are iid and independent of ``i``, so the estimate has exactly
         Algorithm 2's distribution, while the sorted gathers are cache-friendly.
 
-        Compiled where that is faster (:meth:`estimate_compiled`; ReLU and Fourier maps), else
-        numpy (:meth:`estimate_numpy`): the same draws and numbers, bit for bit."""
+        Compiled where that is faster (:meth:`estimate_compiled`: ReLU and Fourier maps;
+        :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`): the
+        same draws and numbers, bit for bit."""
+        from . import estimate_kernels
         from . import shrinking_gradient_kernels as kernels
 
-        compiled = type(rng) is np.random.Generator and kernels.estimates_compiled(fmap)
-        run = self.estimate_compiled if compiled else self.estimate_numpy
+        run = self.estimate_numpy
+        if type(rng) is np.random.Generator:
+            if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
+                run = self.estimate_coordinate
+            elif kernels.estimates_compiled(fmap):
+                run = self.estimate_compiled
         return run(X_train, X_eval, fmap, m, rng, chunk_pairs)
 
     def _sampling(self) -> tuple[float, np.ndarray | None, np.ndarray | None]:
@@ -153,6 +159,25 @@ class KernelExpansion:
             )
         return out
 
+    def estimate_coordinate(
+        self,
+        X_train: np.ndarray,
+        X_eval: np.ndarray,
+        fmap: FeatureMap,
+        m: int,
+        rng: np.random.Generator,
+        chunk_pairs: int = 1 << 20,
+    ) -> np.ndarray:
+        """:meth:`estimate_numpy` for a coordinate map, compiled whole
+        (``estimate_kernels.coordinate_estimates``: numpy's multinomial draws written out, the
+        ``w`` draws, the products and the pairwise mean)."""
+        from . import estimate_kernels
+
+        total, q, sgn = self._sampling()
+        if total == 0.0:
+            return np.zeros(len(X_eval))
+        return estimate_kernels.estimate(X_train, X_eval, q, sgn, total, m, rng, chunk_pairs)
+
     def estimate_numpy(
         self,
         X_train: np.ndarray,
@@ -181,6 +206,12 @@ class KernelExpansion:
                 prod = sgn[idx] * fmap.pairs(X_train, idx, W) * fmap.pairs(X_eval, pts, W)
             out[a:b] = total * prod.reshape(b - a, m).mean(axis=1)
         return out
+
+
+def _numpy_estimate(alpha: np.ndarray, *args) -> np.ndarray:
+    """``KernelExpansion(alpha).estimate_numpy(*args)``: the reference of the compiled
+    estimates' self-check (``estimate_kernels.agrees``)."""
+    return KernelExpansion(alpha).estimate_numpy(*args)
 
 
 BLOCK_PAIRS = 1 << 14  # products formed per block in the coordinate fast path (cache-sized)
