@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .overrides import load_config
+from .threads import threads_per_cell
 
 
 class ArgumentError(ValueError):
@@ -61,6 +62,12 @@ def check_run_args(
         if note:
             print(f"note: --jobs {jobs} capped to the {n} CPU(s) present", file=sys.stderr)
         jobs = n
+    threads = threads_per_cell()
+    if note and scheduler is None and jobs * threads > n:
+        print(
+            f"note: --jobs {jobs} x --threads {threads} asks for more cores than the {n} present",
+            file=sys.stderr,
+        )
     return jobs
 
 

@@ -138,6 +138,14 @@ def main() -> None:
     help="Implementation of the learners (default: the config's `engine`, else numpy); jax runs "
     "cells in lockstep batches on CPU or GPU (pip install 'ilnrun[jax]' or 'ilnrun[gpu]').",
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Threads of one cell (default: ILNRUN_THREADS, else 1): a big Shrinking Gradient pass "
+    "(m >= 4096 samples a round) searches and gathers on them; the numbers are the same for any "
+    "count. --jobs N --threads K keeps N x K cores busy.",
+)
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @_SET
@@ -148,6 +156,7 @@ def run(
     backend: str,
     scheduler: str | None,
     engine: str | None,
+    threads: int | None,
     fresh: bool,
     quiet: bool,
     overrides: tuple[str, ...],
@@ -163,6 +172,10 @@ def run(
     reset_stop()
     old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     stopped = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+    if threads is not None:
+        from .threads import set_threads_per_cell
+
+        set_threads_per_cell(threads)
     try:
         _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides)
     except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
@@ -235,6 +248,9 @@ def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overr
         again += ["--engine", engine] if engine else []
         again += ["--backend", backend] if backend != "loky" else []
         again += ["--scheduler", scheduler] if scheduler else []
+        from .threads import threads_per_cell
+
+        again += ["--threads", str(threads_per_cell())] if threads_per_cell() > 1 else []
         click.echo(
             f"{exc}: {exc.saved} of {exc.total} cells saved in {out_dir}; "
             f"resume with: {shlex.join(again)}",

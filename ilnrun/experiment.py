@@ -48,6 +48,7 @@ from .results import (
     write_tables,
 )
 from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
+from .threads import threads_per_cell
 
 OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
 LOCK = ".lock"
@@ -438,6 +439,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
         "cells": len(all_cells),
         "cells_resumed": len(done),
         "jobs": jobs,
+        "threads_per_cell": threads_per_cell(),
         "backend": backend,
         "git_commit": _git_commit(),
         "versions": _versions(),

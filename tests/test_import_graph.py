@@ -30,6 +30,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tempdirs",
             "estimator_checks",
             "rate",
+            "threads",
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax

@@ -32,6 +32,7 @@ import time
 
 from ..cell import run_cell
 from ..config import Cell, Experiment
+from ..threads import threads_per_cell
 
 __all__ = [
     "CHUNK_ROUNDS",
@@ -203,10 +204,15 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
     if watch:
         pending = warm_up(exp, pending, on_record)
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
-    # loky: one thread per worker, and the parent watchdog from the worker's start (before it
-    # runs a cell), as well as at its first cell
+    # loky: `--threads` threads per worker (one by default; BLAS is pinned to one in a cell
+    # anyway), and the parent watchdog from the worker's start (before it runs a cell), as well
+    # as at its first cell
     limits = (
-        {"inner_max_num_threads": 1, "initializer": _watch_parent, "initargs": (parent,)}
+        {
+            "inner_max_num_threads": threads_per_cell(),
+            "initializer": _watch_parent,
+            "initargs": (parent,),
+        }
         if watch
         else {}
     )

@@ -42,6 +42,7 @@ from ..features import Coordinate, FeatureMap, Fourier, ReLU
 from ..params import Param
 from ..schedules import step_sizes
 from ..theory import TrainKernel, lemma5_ratio
+from ..threads import threads_per_cell
 from . import shrinking_gradient_kernels as kernels
 from .base import (
     STEP_PARAMS,
@@ -123,7 +124,7 @@ def fit(
     ``ILNRUN_THREADS`` (default 1), so that ``ilnrun run`` cells can use it (docs/algorithms.md
     §1.9)."""
     if threads is None:
-        threads = kernels.threads_from_env()
+        threads = threads_per_cell()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
     kw.update(printed_sign=printed_sign, deadline=deadline)
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):

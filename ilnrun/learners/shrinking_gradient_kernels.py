@@ -35,7 +35,6 @@ import warnings
 import numpy as np
 
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
-THREADS_ENV = "ILNRUN_THREADS"  # threads of one big cell's compiled pass (default 1)
 COORDINATE, RELU, FOURIER = 0, 1, 2
 SQRT2 = math.sqrt(2.0)
 DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
@@ -418,22 +417,6 @@ _NOTED: set[str] = set()
 def available() -> bool:
     """numba imports and ``ILNRUN_NO_NUMBA`` is not set."""
     return numba is not None
-
-
-def threads_from_env() -> int:
-    """``ILNRUN_THREADS`` (a whole number >= 1), default 1; a bad value is reported once and
-    ignored."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return 1
-    try:
-        n = int(raw)
-        if n < 1:
-            raise ValueError
-    except ValueError:
-        note(f"{THREADS_ENV}={raw!r} is not a whole number >= 1: one thread per cell")
-        return 1
-    return n
 
 
 def set_threads(threads: int) -> int:
