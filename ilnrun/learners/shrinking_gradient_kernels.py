@@ -37,6 +37,7 @@ import numpy as np
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 THREADS_ENV = "ILNRUN_THREADS"  # threads of one big cell's compiled pass (default 1)
 COORDINATE, RELU, FOURIER = 0, 1, 2
+ESTIMATED_KINDS = (RELU, FOURIER)  # maps whose Algorithm-2 test estimates run compiled
 SQRT2 = math.sqrt(2.0)
 DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
@@ -168,8 +169,9 @@ def pairwise_sum(a, lo, n):
 @_jit
 def draw_w(rng, kind, d, n, sigma):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
-    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column)."""
-    if kind == COORDINATE:
+    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column).
+    ``sigma is None`` for coordinate features (see :func:`map_sigma`)."""
+    if sigma is None:
         return rng.integers(0, d, n), np.empty((0, 0))
     if kind == RELU:
         return np.empty(0, np.int64), rng.standard_normal((n, d))
@@ -186,10 +188,10 @@ def relu(v):
 
 
 @_jit
-def pairs(kind, X, rows, wi, Wf, j0, d, order, out):
+def pairs(kind, sigma, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
-    if kind == COORDINATE:
+    if sigma is None:
         for k in order:
             out[k] = X[rows[k], wi[j0 + k]]
     elif kind == RELU:
@@ -202,9 +204,9 @@ def pairs(kind, X, rows, wi, Wf, j0, d, order, out):
 
 
 @_jit
-def psi_point(kind, x, wi, Wf, d):
+def psi_point(kind, sigma, x, wi, Wf, d):
     """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
-    if kind == COORDINATE:
+    if sigma is None:
         return x[wi]
     if kind == RELU:
         v = np.dot(Wf, x)
@@ -279,26 +281,26 @@ def key_order(u, total):
 
 
 @_jit
-def search_pairs(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found from
     the previous key's answer) and ``out[k] = sgn[i[k]] psi(X[i[k]]; w_k)``."""
     h = upper_bound(cum, n, u[order[0]])
     for k in order:
         h = search_from(cum, n, u[k], h)
         i[k] = h
-    pairs(kind, X, i, wi, Wf, 0, d, order, out)
+    pairs(kind, sigma, X, i, wi, Wf, 0, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
 
-def _search_pairs_parallel(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+def _search_pairs_parallel(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
     """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
     ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
     m = len(order)
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            search_pairs(kind, sigma, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
 search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
@@ -316,8 +318,9 @@ def sg_rounds(
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. With ``blocks > 1`` the search and
-    gather of a round run in parallel (:func:`search_pairs_parallel`): the same numbers.
+    train_evals, diverged]`` carry the pass between calls. ``sigma``: :func:`map_sigma`. With
+    ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
+    ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
     s, total = state[0], state[1]
     d = X.shape[1]
@@ -336,17 +339,17 @@ def sg_rounds(
                 u = rng.random(m)
                 u *= total
             wi, Wf = draw_w(rng, kind, d, m, sigma)
-            psi_t = psi_point(kind, X[t], wi, Wf, d)
+            psi_t = psi_point(kind, sigma, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
             order = np.arange(m) if systematic else key_order(u, total)
             i, signed = np.empty(m, np.int64), np.empty(m)
-            if blocks > 1:
-                search_pairs_parallel(
-                    kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed, blocks
-                )
+            if blocks is None:
+                search_pairs(kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed)
             else:
-                search_pairs(kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed)
+                search_pairs_parallel(
+                    kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed, blocks
+                )
             counts[1] += m
             counts[2] += 2 * m
             E = s * total / m * np.dot(signed, psi_t)
@@ -383,8 +386,14 @@ def sg_rounds(
     return t1
 
 
-@_jit
 def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
+    """:func:`chunk_estimates_compiled` for the map ``kind`` (``sigma``: :func:`map_sigma`)."""
+    sigma = map_sigma(kind, sigma)
+    chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out)
+
+
+@_jit
+def chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
@@ -401,8 +410,8 @@ def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng,
                 idx[k] = i
                 k += 1
         pts[:] = a + r
-        pairs(kind, X_train, idx, wi, Wf, r * m, d, order, prod)
-        pairs(kind, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        pairs(kind, sigma, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, sigma, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
         out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
@@ -441,6 +450,15 @@ def set_threads(threads: int) -> int:
     n = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
     return n
+
+
+def map_sigma(kind: int, sigma: float) -> float | None:
+    """The ``sigma`` argument of the kernels: ``None`` for coordinate features, else the map's
+    bandwidth (ReLU: unused). numba removes the branches on ``sigma is None`` before it
+    compiles a function for a ``None`` argument, so a coordinate pass compiles no Gaussian
+    draws and no dense products (its cold compile takes seconds less); ReLU and Fourier
+    share one compiled pass."""
+    return None if kind == COORDINATE else float(sigma)
 
 
 def kind_of(fmap) -> int | None:
@@ -484,7 +502,7 @@ def estimates_compiled(fmap) -> bool:
     twice as fast as numpy's per-pair einsum); coordinate features stay on numpy's flat gathers
     (``base._CoordinateProducts``), as fast, since numpy's multinomial draws, the same in both,
     take about half the time (experiments/performance/REPORT.md, section 0)."""
-    return kind_of(fmap) != COORDINATE and use_compiled(fmap)
+    return kind_of(fmap) in ESTIMATED_KINDS and use_compiled(fmap)
 
 
 # Self-checks run once per process and map before the compiled kernels are trusted: each takes
