@@ -191,7 +191,7 @@ def fit_compiled(
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
     s = float(state[0])
     return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
+                   shrinks_before[:n], alpha_l1[:n], compiled=True)  # fmt: skip
 
 
 def fit_numpy(
@@ -278,18 +278,22 @@ def fit_numpy(
                    shrinks_before[:n], alpha_l1[:n])  # fmt: skip
 
 
-def _result(alpha, losses, counters, diverged, timed_out, alpha_new, shrinks_before, alpha_l1):
+def _result(
+    alpha, losses, counters, diverged, timed_out, alpha_new, shrinks_before, alpha_l1,
+    compiled=False,
+):  # fmt: skip
     """The pass's :class:`FitResult`: the final predictor ``alpha``, the averaged one
-    (:func:`average_weights`) and, for diagnostics (Lemma 5, exact regret; not used by the
-    algorithm), ``alpha_l1``, ``alpha_new`` and ``shrinks_before``."""
-    averaged = KernelExpansion(alpha_new * average_weights(shrinks_before))
+    (:func:`average_weights`, its recursion compiled after a compiled pass) and, for
+    diagnostics (Lemma 5, exact regret; not used by the algorithm), ``alpha_l1``,
+    ``alpha_new`` and ``shrinks_before``."""
+    averaged = KernelExpansion(alpha_new * average_weights(shrinks_before, compiled))
     extras = {"alpha_l1": alpha_l1, "alpha_new": alpha_new, "shrinks_before": shrinks_before}
     return FitResult(
         KernelExpansion(alpha), losses, counters, diverged, timed_out, averaged, extras
     )
 
 
-def average_weights(K: np.ndarray) -> np.ndarray:
+def average_weights(K: np.ndarray, compiled: bool = False) -> np.ndarray:
     """Weights ``g_i`` with ``fbar = (1/n) sum_{t<n} f_t = sum_i alpha_i g_i Phi(x_i)``.
 
     ``alpha_i`` (as appended at round i) is divided by 4 at every later shrink, so its weight in
@@ -297,10 +301,15 @@ def average_weights(K: np.ndarray) -> np.ndarray:
     ``g_i = (1/n) G_i`` with ``G_i = sum_{i<r<n} 4^-(K_r - K_i)``. The backward recursion
     ``G_{n-1} = 0``, ``G_i = 4^-(K_{i+1} - K_i) (1 + G_{i+1})`` sums only positive terms of
     comparable size, so it is exact to rounding however many shrinks occur (O(n) once, at the end).
+    ``compiled``: the recursion as ``shrinking_gradient_kernels.average_recursion`` (the same
+    operations; a Python loop costs about as much as a compiled pass at T = 200).
     """
     n = len(K)
     decay = 0.25 ** np.diff(K).astype(float)  # 4^-(K_{i+1} - K_i)
     G = np.zeros(n)
+    if compiled:
+        kernels.average_recursion(decay, G)
+        return G / n
     acc = 0.0
     for i in range(n - 2, -1, -1):
         acc = decay[i] * (1.0 + acc)

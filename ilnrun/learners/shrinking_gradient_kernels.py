@@ -188,19 +188,21 @@ def relu(v):
 
 
 @_jit
+def pair(kind, sigma, X, i, wi, Wf, j, d):
+    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
+    if sigma is None:
+        return X[i, wi[j]]
+    if kind == RELU:
+        return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
+    return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
+
+
+@_jit
 def pairs(kind, sigma, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
-    if sigma is None:
-        for k in order:
-            out[k] = X[rows[k], wi[j0 + k]]
-    elif kind == RELU:
-        for k in order:
-            out[k] = SQRT2 * relu(einsum_dot(X[rows[k]], Wf[j0 + k], d))
-    else:
-        for k in order:
-            j = j0 + k
-            out[k] = SQRT2 * math.cos(einsum_dot(X[rows[k]], Wf[j], d) + Wf[j, d])
+    for k in order:
+        out[k] = pair(kind, sigma, X, rows[k], wi, Wf, j0 + k, d)
 
 
 @_jit
@@ -259,31 +261,29 @@ def search_from(cum, n, key, h):
 
 
 @_jit
-def key_order(u, total):
-    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend: a counting sort into
-    ``len(u)`` buckets of equal width. Searching and gathering in this order reads ``cum`` and
+def key_order(u, total, start, bucket, order):
+    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend, into ``order``: a
+    counting sort into ``len(u)`` buckets of equal width (``start``, ``bucket``: work space of
+    ``len(u) + 1`` and ``len(u)``). Searching and gathering in this order reads ``cum`` and
     the stored rows nearly sequentially; the results do not depend on it."""
     m = len(u)
     scale = m / total
-    start = np.zeros(m + 1, np.int64)
-    bucket = np.empty(m, np.int64)
+    start[:] = 0
     for k in range(m):
         b = min(m - 1, int(u[k] * scale))
         bucket[k] = b
         start[b + 1] += 1
     for b in range(m):
         start[b + 1] += start[b]
-    order = np.empty(m, np.int64)
     for k in range(m):
         order[start[bucket[k]]] = k
         start[bucket[k]] += 1
-    return order
 
 
 @_jit
 def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
-    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found from
-    the previous key's answer) and ``out[k] = sgn[i[k]] psi(X[i[k]]; w_k)``."""
+    """For every key ``u[k]``, ``k`` in ``order``: ``h = upper_bound(cum, n, u[k])`` (found from
+    the previous key's answer) and ``out[k] = psi(X[h]; w_k) sgn[h]``."""
     h = upper_bound(cum, n, u[order[0]])
     for k in order:
         h = search_from(cum, n, u[k], h)
@@ -324,31 +324,33 @@ def sg_rounds(
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
     s, total = state[0], state[1]
     d = X.shape[1]
+    # work space of the rounds: keys, products, the search order (and its counting sort)
+    u, signed, rows = np.empty(m), np.empty(m), np.empty(m, np.int64)
+    order, start, bucket = np.arange(m), np.empty(m + 1, np.int64), np.empty(m, np.int64)
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
         # --- Algorithm 2: E_t = EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) -------------------
         E = 0.0
         if total > 0.0:
-            if systematic:
+            if systematic:  # (k / m + r) total, k < m: ascending, order stays 0, 1, ...
                 r = rng.random() / m
-                u = np.empty(m)
                 for k in range(m):
                     u[k] = (k / m + r) * total
-            else:
-                u = rng.random(m)
-                u *= total
+            else:  # rng.random(m) * total, one draw at a time (the same stream)
+                for k in range(m):
+                    u[k] = rng.random() * total
             wi, Wf = draw_w(rng, kind, d, m, sigma)
             psi_t = psi_point(kind, sigma, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
-            order = np.arange(m) if systematic else key_order(u, total)
-            i, signed = np.empty(m, np.int64), np.empty(m)
+            if not systematic:
+                key_order(u, total, start, bucket, order)
             if blocks is None:
-                search_pairs(kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed)
+                search_pairs(kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
             else:
                 search_pairs_parallel(
-                    kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed, blocks
+                    kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
                 )
             counts[1] += m
             counts[2] += 2 * m
@@ -384,6 +386,16 @@ def sg_rounds(
             s = 1.0
     state[0], state[1] = s, total
     return t1
+
+
+@_jit
+def average_recursion(decay, G):
+    """``G_{n-1} = 0``, ``G_i = decay_i (1 + G_{i+1})`` into ``G`` (the weights of the averaged
+    predictor, ``shrinking_gradient.average_weights``: the same operations in the same order)."""
+    acc = 0.0
+    for i in range(len(G) - 2, -1, -1):
+        acc = decay[i] * (1.0 + acc)
+        G[i] = acc
 
 
 def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
