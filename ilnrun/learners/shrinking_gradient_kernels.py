@@ -43,6 +43,9 @@ DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
 # dimension it is one piece (einsum_dot); beyond it ReLU and Fourier features run as numpy code
 MAX_D = 8192
+# a round's search gathers each pair as it finds its row while the stored rows hold at most
+# this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
+FUSED_UP_TO = 1 << 17
 
 try:
     if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
@@ -282,10 +285,16 @@ def key_order(u, total, start, bucket, order):
 
 @_jit
 def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
-    """For every key ``u[k]``, ``k`` in ``order``: ``h = upper_bound(cum, n, u[k])`` (found from
-    the previous key's answer) and ``out[k] = psi(X[h]; w_k) sgn[h]``."""
+    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
+    from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
+    numbers whichever of the two loops below runs)."""
     h = upper_bound(cum, n, u[order[0]])
-    for k in order:
+    if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
+        for k in order:
+            h = search_from(cum, n, u[k], h)
+            out[k] = pair(kind, sigma, X, h, wi, Wf, k, d) * sgn[h]
+        return
+    for k in order:  # else the reads from memory overlap best in a loop of their own
         h = search_from(cum, n, u[k], h)
         i[k] = h
     pairs(kind, sigma, X, i, wi, Wf, 0, d, order, out)
