@@ -77,6 +77,32 @@ def _jit(f, **options):
         return numba.njit(**options)(f)
 
 
+if numba is not None:
+    from llvmlite import ir as _llvm
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def prefetch(typingctx, address):
+        """Start reading the memory at ``address`` into the cache (LLVM's ``prefetch``: a hint,
+        it never faults and changes no number)."""
+
+        def codegen(context, builder, signature, args):
+            i8p, i32 = _llvm.IntType(8).as_pointer(), _llvm.IntType(32)
+            fnty = _llvm.FunctionType(_llvm.VoidType(), [i8p, i32, i32, i32])
+            fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+            # read, keep in all cache levels, data cache
+            builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return numba.types.void(numba.types.intp), codegen
+
+else:
+
+    def prefetch(address):
+        """(numba absent: never called)"""
+
+
 # ----------------------------------------------------------------------------------------------
 # sums in numpy's order
 
@@ -294,9 +320,12 @@ def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
             h = search_from(cum, n, u[k], h)
             out[k] = pair(kind, sigma, X, h, wi, Wf, k, d) * sgn[h]
         return
+    row = X.strides[0]
     for k in order:  # else the reads from memory overlap best in a loop of their own
         h = search_from(cum, n, u[k], h)
         i[k] = h
+        if sigma is None:  # start reading the pair's number now: the gather then finds it
+            prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
     pairs(kind, sigma, X, i, wi, Wf, 0, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
