@@ -22,7 +22,10 @@ Python without numba.
 The compilation cache is persistent (``cache=True``): numba writes it under ``NUMBA_CACHE_DIR``
 when that is set, else to ``__pycache__`` beside this module, else (a read-only install) to the
 user's cache directory (``~/.cache/numba``); where nothing is writable the kernels are compiled
-in memory in every process.
+in memory in every process. Only what a run uses is compiled: coordinate features pass
+``sigma=None`` (:func:`map_sigma`), whose branches numba removes before compiling, and the
+serial pass ``blocks=None``, so neither Gaussian draws nor the parallel search are compiled
+for a run that does not use them.
 """
 
 from __future__ import annotations
