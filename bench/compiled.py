@@ -11,7 +11,8 @@ Native thread pools (BLAS) run one thread, as in every cell.
    (T, m) = (200, 101), (200, 808), (20 000, 10 000), (100 000, 50 000), D = 800, coordinate
    features, iid sampler. The two big sizes run only a prefix of their rounds (the pass over
    the first ``P`` examples; samples/s is per sample drawn, so it is extrapolated per sample to
-   the full pass, whose later rounds search and gather from more stored rows).
+   the full pass, whose later rounds search and gather from more stored rows). A pass at
+   T = 200 is timed over about 4 million samples (that many passes in a row, each path alike).
 2. A roofline for the same work: the same draws from the generator (``random(m)``,
    ``integers(0, D, m)``) and the same number of ``X[i, w] x_t[w]`` products, compiled, nothing
    else (``i = floor(u t)``: no search, no signs, no bookkeeping); SG's fraction of it.
@@ -99,14 +100,19 @@ def bench_sg(sizes, repeat: int) -> list[dict]:
         run(sg.fit_compiled) if P * m < 1e8 else None  # load the compiled code
         cpu = {"numpy": [], "compiled": [], "roofline": []}
         samples = 0
+        # a small pass is timed over several passes in a row (timer noise; the same number for
+        # the three, so that each runs with the caches it leaves itself)
+        reps = max(1, int(4e6 // (m * len(X))))
         for _ in range(repeat):
-            c, _, res = timed(lambda run=run: run(sg.fit_numpy))
-            cpu["numpy"].append(c)
-            c, _, res2 = timed(lambda run=run: run(sg.fit_compiled))
-            cpu["compiled"].append(c)
+            c, _, res = timed(lambda run=run, reps=reps: [run(sg.fit_numpy) for _ in range(reps)])
+            cpu["numpy"].append(c / reps)
+            c, _, res2 = timed(
+                lambda run=run, reps=reps: [run(sg.fit_compiled) for _ in range(reps)]
+            )
+            cpu["compiled"].append(c / reps)
+            res, res2 = res[-1], res2[-1]
             assert np.array_equal(res.losses, res2.losses)
             samples = res.counters["features_sampled"]
-            reps = max(1, int(4e6 // (m * len(X))))  # a small pass is repeated: timer noise
             c, _, _ = timed(
                 lambda X=X, m=m, reps=reps: [
                     _roofline(X, m, np.random.default_rng(1)) for _ in range(reps)
@@ -236,8 +242,10 @@ def section(R: dict) -> list[str]:
         "",
         "*Rounds timed*: the big sizes run the pass over their first examples only (samples/s "
         "is per sample drawn; later rounds of the full pass search and gather from more stored "
-        "rows, so their rate is somewhat lower). *Roofline*: the same draws from the generator "
-        "and the same number of `X[i, w] · x_t[w]` products, compiled, nothing else (rows "
+        "rows, so their rate is somewhat lower); a pass at T = 200 is timed over about 4 million "
+        "samples (passes in a row, the same number for numpy, compiled and roofline). "
+        "*Roofline*: the same draws from the generator and the same number of "
+        "`X[i, w] · x_t[w]` products, compiled, nothing else (rows "
         "`i = ⌊u t⌋`, no search, no signs, no bookkeeping).",
         "",
         f"**Algorithm-2 test estimates** (T = 200 stored examples, `m_test` = {est['m_test']:,}, "

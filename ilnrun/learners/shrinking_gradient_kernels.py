@@ -22,7 +22,10 @@ Python without numba.
 The compilation cache is persistent (``cache=True``): numba writes it under ``NUMBA_CACHE_DIR``
 when that is set, else to ``__pycache__`` beside this module, else (a read-only install) to the
 user's cache directory (``~/.cache/numba``); where nothing is writable the kernels are compiled
-in memory in every process.
+in memory in every process. Only what a run uses is compiled: coordinate features pass
+``sigma=None`` (:func:`map_sigma`), whose branches numba removes before compiling, and the
+serial pass ``blocks=None``, so neither Gaussian draws nor the parallel search are compiled
+for a run that does not use them.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ import numpy as np
 
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 COORDINATE, RELU, FOURIER = 0, 1, 2
+ESTIMATED_KINDS = (RELU, FOURIER)  # maps whose Algorithm-2 test estimates run compiled
 SQRT2 = math.sqrt(2.0)
 DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
 # dimension it is one piece (einsum_dot); beyond it ReLU and Fourier features run as numpy code
 MAX_D = 8192
+# a round's search gathers each pair as it finds its row while the stored rows hold at most
+# this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
+FUSED_UP_TO = 1 << 17
 
 try:
     if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
@@ -70,6 +77,32 @@ def _jit(f, **options):
         return numba.njit(cache=True, **options)(f)
     except RuntimeError:  # "cannot cache function ...: no locator available" (nothing writable)
         return numba.njit(**options)(f)
+
+
+if numba is not None:
+    from llvmlite import ir as _llvm
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def prefetch(typingctx, address):
+        """Start reading the memory at ``address`` into the cache (LLVM's ``prefetch``: a hint,
+        it never faults and changes no number)."""
+
+        def codegen(context, builder, signature, args):
+            i8p, i32 = _llvm.IntType(8).as_pointer(), _llvm.IntType(32)
+            fnty = _llvm.FunctionType(_llvm.VoidType(), [i8p, i32, i32, i32])
+            fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+            # read, keep in all cache levels, data cache
+            builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return numba.types.void(numba.types.intp), codegen
+
+else:
+
+    def prefetch(address):
+        """(numba absent: never called)"""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,8 +200,9 @@ def pairwise_sum(a, lo, n):
 @_jit
 def draw_w(rng, kind, d, n, sigma):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
-    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column)."""
-    if kind == COORDINATE:
+    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column).
+    ``sigma is None`` for coordinate features (see :func:`map_sigma`)."""
+    if sigma is None:
         return rng.integers(0, d, n), np.empty((0, 0))
     if kind == RELU:
         return np.empty(0, np.int64), rng.standard_normal((n, d))
@@ -185,25 +219,27 @@ def relu(v):
 
 
 @_jit
-def pairs(kind, X, rows, wi, Wf, j0, d, order, out):
-    """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
-    ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
-    if kind == COORDINATE:
-        for k in order:
-            out[k] = X[rows[k], wi[j0 + k]]
-    elif kind == RELU:
-        for k in order:
-            out[k] = SQRT2 * relu(einsum_dot(X[rows[k]], Wf[j0 + k], d))
-    else:
-        for k in order:
-            j = j0 + k
-            out[k] = SQRT2 * math.cos(einsum_dot(X[rows[k]], Wf[j], d) + Wf[j, d])
+def pair(kind, sigma, X, i, wi, Wf, j, d):
+    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
+    if sigma is None:
+        return X[i, wi[j]]
+    if kind == RELU:
+        return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
+    return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
 
 
 @_jit
-def psi_point(kind, x, wi, Wf, d):
+def pairs(kind, sigma, X, rows, wi, Wf, j0, d, order, out):
+    """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
+    ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
+    for k in order:
+        out[k] = pair(kind, sigma, X, rows[k], wi, Wf, j0 + k, d)
+
+
+@_jit
+def psi_point(kind, sigma, x, wi, Wf, d):
     """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
-    if kind == COORDINATE:
+    if sigma is None:
         return x[wi]
     if kind == RELU:
         v = np.dot(Wf, x)
@@ -256,48 +292,55 @@ def search_from(cum, n, key, h):
 
 
 @_jit
-def key_order(u, total):
-    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend: a counting sort into
-    ``len(u)`` buckets of equal width. Searching and gathering in this order reads ``cum`` and
+def key_order(u, total, start, bucket, order):
+    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend, into ``order``: a
+    counting sort into ``len(u)`` buckets of equal width (``start``, ``bucket``: work space of
+    ``len(u) + 1`` and ``len(u)``). Searching and gathering in this order reads ``cum`` and
     the stored rows nearly sequentially; the results do not depend on it."""
     m = len(u)
     scale = m / total
-    start = np.zeros(m + 1, np.int64)
-    bucket = np.empty(m, np.int64)
+    start[:] = 0
     for k in range(m):
         b = min(m - 1, int(u[k] * scale))
         bucket[k] = b
         start[b + 1] += 1
     for b in range(m):
         start[b + 1] += start[b]
-    order = np.empty(m, np.int64)
     for k in range(m):
         order[start[bucket[k]]] = k
         start[bucket[k]] += 1
-    return order
 
 
 @_jit
-def search_pairs(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
-    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found from
-    the previous key's answer) and ``out[k] = sgn[i[k]] psi(X[i[k]]; w_k)``."""
+def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
+    from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
+    numbers whichever of the two loops below runs)."""
     h = upper_bound(cum, n, u[order[0]])
-    for k in order:
+    if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
+        for k in order:
+            h = search_from(cum, n, u[k], h)
+            out[k] = pair(kind, sigma, X, h, wi, Wf, k, d) * sgn[h]
+        return
+    row = X.strides[0]
+    for k in order:  # else the reads from memory overlap best in a loop of their own
         h = search_from(cum, n, u[k], h)
         i[k] = h
-    pairs(kind, X, i, wi, Wf, 0, d, order, out)
+        if sigma is None:  # start reading the pair's number now: the gather then finds it
+            prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
+    pairs(kind, sigma, X, i, wi, Wf, 0, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
 
-def _search_pairs_parallel(kind, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+def _search_pairs_parallel(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
     """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
     ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
     m = len(order)
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            search_pairs(kind, sigma, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
 search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
@@ -315,37 +358,40 @@ def sg_rounds(
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. With ``blocks > 1`` the search and
-    gather of a round run in parallel (:func:`search_pairs_parallel`): the same numbers.
+    train_evals, diverged]`` carry the pass between calls. ``sigma``: :func:`map_sigma`. With
+    ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
+    ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
     s, total = state[0], state[1]
     d = X.shape[1]
+    # work space of the rounds: keys, products, the search order (and its counting sort)
+    u, signed, rows = np.empty(m), np.empty(m), np.empty(m, np.int64)
+    order, start, bucket = np.arange(m), np.empty(m + 1, np.int64), np.empty(m, np.int64)
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
         # --- Algorithm 2: E_t = EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) -------------------
         E = 0.0
         if total > 0.0:
-            if systematic:
+            if systematic:  # (k / m + r) total, k < m: ascending, order stays 0, 1, ...
                 r = rng.random() / m
-                u = np.empty(m)
                 for k in range(m):
                     u[k] = (k / m + r) * total
-            else:
-                u = rng.random(m)
-                u *= total
+            else:  # rng.random(m) * total, one draw at a time (the same stream)
+                for k in range(m):
+                    u[k] = rng.random() * total
             wi, Wf = draw_w(rng, kind, d, m, sigma)
-            psi_t = psi_point(kind, X[t], wi, Wf, d)
+            psi_t = psi_point(kind, sigma, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
-            order = np.arange(m) if systematic else key_order(u, total)
-            i, signed = np.empty(m, np.int64), np.empty(m)
-            if blocks > 1:
-                search_pairs_parallel(
-                    kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed, blocks
-                )
+            if not systematic:
+                key_order(u, total, start, bucket, order)
+            if blocks is None:
+                search_pairs(kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
             else:
-                search_pairs(kind, X, cum, t - 1, u, order, wi, Wf, d, sgn, i, signed)
+                search_pairs_parallel(
+                    kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
+                )
             counts[1] += m
             counts[2] += 2 * m
             E = s * total / m * np.dot(signed, psi_t)
@@ -383,7 +429,23 @@ def sg_rounds(
 
 
 @_jit
+def average_recursion(decay, G):
+    """``G_{n-1} = 0``, ``G_i = decay_i (1 + G_{i+1})`` into ``G`` (the weights of the averaged
+    predictor, ``shrinking_gradient.average_weights``: the same operations in the same order)."""
+    acc = 0.0
+    for i in range(len(G) - 2, -1, -1):
+        acc = decay[i] * (1.0 + acc)
+        G[i] = acc
+
+
 def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
+    """:func:`chunk_estimates_compiled` for the map ``kind`` (``sigma``: :func:`map_sigma`)."""
+    sigma = map_sigma(kind, sigma)
+    chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out)
+
+
+@_jit
+def chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
@@ -400,8 +462,8 @@ def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng,
                 idx[k] = i
                 k += 1
         pts[:] = a + r
-        pairs(kind, X_train, idx, wi, Wf, r * m, d, order, prod)
-        pairs(kind, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        pairs(kind, sigma, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, sigma, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
         out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
@@ -424,6 +486,15 @@ def set_threads(threads: int) -> int:
     n = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
     return n
+
+
+def map_sigma(kind: int, sigma: float) -> float | None:
+    """The ``sigma`` argument of the kernels: ``None`` for coordinate features, else the map's
+    bandwidth (ReLU: unused). numba removes the branches on ``sigma is None`` before it
+    compiles a function for a ``None`` argument, so a coordinate pass compiles no Gaussian
+    draws and no dense products (its cold compile takes seconds less); ReLU and Fourier
+    share one compiled pass."""
+    return None if kind == COORDINATE else float(sigma)
 
 
 def kind_of(fmap) -> int | None:
@@ -467,7 +538,7 @@ def estimates_compiled(fmap) -> bool:
     twice as fast as numpy's per-pair einsum); coordinate features stay on numpy's flat gathers
     (``base._CoordinateProducts``), as fast, since numpy's multinomial draws, the same in both,
     take about half the time (experiments/performance/REPORT.md, section 0)."""
-    return kind_of(fmap) != COORDINATE and use_compiled(fmap)
+    return kind_of(fmap) in ESTIMATED_KINDS and use_compiled(fmap)
 
 
 # Self-checks run once per process and map before the compiled kernels are trusted: each takes
