@@ -98,7 +98,7 @@ def dsgd_rounds(
             counts[2] = 1
             state[0] = s
             return t + 1
-        # Algorithm 1: omega_{t,1..k} ~ mu, alpha_{t,j} = -gamma_t (f - y_t) psi(x_t; omega_{t,j}) / k
+        # Algorithm 1: omega_{t,j} ~ mu, alpha_{t,j} = -gamma_t (f - y_t) psi(x_t; omega_{t,j}) / k
         store_draws(rng, kind, d, k, sigma, wi, Wm, b, n_old)
         counts[1] += k
         features(kind, x, wi, Wm, b, n_old, n_old + k, psi[n_old:])
