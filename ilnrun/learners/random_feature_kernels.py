@@ -165,8 +165,7 @@ def use_compiled(fmap) -> bool:
     (``sgk.available``; its absence noted once), the map is one the kernels know
     (``sgk.kind_of``), and they reproduce this numpy build's numbers (:data:`PROBES`)."""
     if not sgk.available():
-        if sgk.NO_NUMBA_ENV not in sgk._WHY_NOT:
-            sgk.note(f"numba is not available ({sgk._WHY_NOT}): the learners run as numpy code")
+        sgk.note_no_numba()
         return False
     kind = sgk.kind_of(fmap)
     if kind is None:
