@@ -92,7 +92,7 @@ def fit_compiled(
     etas = step_sizes(schedule, eta, T, decay)
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
-    wi, Wm, b = kernels.stored(fmap, kind, k * T)
+    W, b = kernels.stored(fmap, kind, k * T)
     c, psi, losses = np.zeros(k * T), np.empty(k * T), np.empty(T)
     state = np.array([1.0, 2.0])  # s, the exponent of the loss
     counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
@@ -106,8 +106,8 @@ def fit_compiled(
         if t and deadline is not None:  # rounds t .. t1 - 1 cost about k t (t1 - t) evaluations
             t1 = min(T, t + max(1, COMPILED_EVALS_PER_CALL // (k * (t + 1))))
         t = kernels.dsgd_rounds(
-            t, t1, X, yv, etas, kind, sigma, k, float(nu), RESCALE_BELOW, rng,
-            wi, Wm, b, c, psi, losses, state, counts,
+            t, t1, X, yv, etas, sigma, k, float(nu), RESCALE_BELOW, rng,
+            W, b, c, psi, losses, state, counts,
         )  # fmt: skip
         if counts[2]:
             break
@@ -115,8 +115,9 @@ def fit_compiled(
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))
     n_feat = k * (t - diverged)
-    W = kernels.joined(wi, Wm, b, kind, n_feat)
-    predictor = FeatureExpansion(W, float(state[0]) * c[:n_feat], fmap)
+    predictor = FeatureExpansion(
+        kernels.joined(W, b, kind, n_feat), float(state[0]) * c[:n_feat], fmap
+    )
     return FitResult(predictor, losses[:t], counters, diverged, timed_out)
 
 

@@ -82,7 +82,7 @@ def fit_compiled(
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
     W = fmap.sample(rng, r)
-    wi, Wm, b = kernels.split(W, kind)
+    Ws, b = kernels.split(W, kind)
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta, z, losses = np.zeros(r), np.empty(r), np.empty(T)
     state = np.array([2.0])  # the exponent of the loss
@@ -95,7 +95,7 @@ def fit_compiled(
             break
         t1 = min(T, t + (1 if t == 0 and deadline is not None else per_call))
         t = kernels.fr_rounds(
-            t, t1, X, yv, etas, kind, wi, Wm, b, inv_sqrt_r, float(lam), beta, z, losses,
+            t, t1, X, yv, etas, Ws, b, inv_sqrt_r, float(lam), beta, z, losses,
             state, counts,
         )  # fmt: skip
         if counts[1]:

@@ -17,8 +17,11 @@ self-checks in :data:`PROBES`); a build that differs runs the numpy code with a 
 ``ILNRUN_NO_NUMBA=1`` or a Python without numba runs the numpy code too, as for Shrinking
 Gradient (its kernels module holds the switch, the notes and the compilation cache's rules).
 
-Stored Fourier parameters are kept as ``Wm`` (the ``w`` rows, contiguous) and ``b`` (the phases):
-``Wm x`` is then one ``gemv`` of the rows played, as numpy's ``W[:, :-1] @ x`` is.
+The stored parameters are ``(W, b)``: coordinate indices and ``None``; ReLU rows and ``None``;
+Fourier rows ``w`` (contiguous) and phases ``b``, so that ``W x`` is one ``gemv`` of the rows
+played, as numpy's ``W[:, :-1] @ x`` is. The map is read from these types when numba compiles
+(:func:`features`, :func:`draws`): a pass is compiled for one map at a time, with only that map's
+code, which keeps the first compilation short.
 """
 
 from __future__ import annotations
@@ -28,58 +31,103 @@ import math
 import numpy as np
 
 from . import shrinking_gradient_kernels as sgk
-from .shrinking_gradient_kernels import COORDINATE, FOURIER, RELU, SQRT2, _jit, draw_w, relu
+from .shrinking_gradient_kernels import COORDINATE, FOURIER, RELU, SQRT2, _jit, relu
 
 DIVERGENCE_BOUND = sgk.DIVERGENCE_BOUND
 kind_of = sgk.kind_of  # the compiled map of a feature map, or None
 
 
-@_jit
-def features(kind, x, wi, Wm, b, lo, hi, out):
+# ----------------------------------------------------------------------------------------------
+# feature maps: the map is the type of the stores ``(W, b)`` — coordinate: ``W`` the indices
+# (int64), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
+# phases. numba compiles a pass once per map, with that map's code only (a short first compile).
+
+
+def features(x, W, b, lo, hi, out):
     """``out[:hi - lo] = psi(x; w_j)`` for the stored ``w_lo .. w_{hi-1}`` (``FeatureMap.point``):
     coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``,
-    with ``W x`` as numpy forms it (one row: ``ddot``; more: ``gemv``)."""
-    n = hi - lo
-    if kind == COORDINATE:
-        for j in range(n):
-            out[j] = x[wi[lo + j]]
-        return
-    if n == 1:
-        out[0] = np.dot(Wm[lo], x)
-    else:
-        out[:n] = np.dot(Wm[lo:hi], x)
-    if kind == RELU:
-        for j in range(n):
-            out[j] = SQRT2 * relu(out[j])
-    else:
-        for j in range(n):
-            out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+    with ``W x`` as numpy forms it (one row: ``ddot``; more: ``gemv``). Compiled code only."""
+    raise NotImplementedError
 
 
-@_jit
-def store_draws(rng, kind, d, k, sigma, wi, Wm, b, lo):
-    """Draw ``w_{lo} .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
-    them (coordinate indices in ``wi``, ReLU / Fourier rows in ``Wm``, Fourier phases in ``b``)."""
-    w_int, Wf = draw_w(rng, kind, d, k, sigma)
-    if kind == COORDINATE:
-        wi[lo : lo + k] = w_int
+def draws(rng, d, k, sigma, W, b, lo):
+    """Draw ``w_lo .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
+    them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
+    ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``.
+    Compiled code only."""
+    raise NotImplementedError
+
+
+def _coordinate(x, W, b, lo, hi, out):
+    for j in range(hi - lo):
+        out[j] = x[W[lo + j]]
+
+
+def _wx(x, W, lo, hi, out):
+    """``out[:hi - lo] = W[lo:hi] x``: ``ddot`` for one row, ``gemv`` for more (numpy's matmul)."""
+    if hi - lo == 1:
+        out[0] = np.dot(W[lo], x)
     else:
-        Wm[lo : lo + k] = Wf[:, :d]
-        if kind == FOURIER:
-            b[lo : lo + k] = Wf[:, d]
+        out[: hi - lo] = np.dot(W[lo:hi], x)
+
+
+def _relu(x, W, b, lo, hi, out):
+    _wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * relu(out[j])
+
+
+def _fourier(x, W, b, lo, hi, out):
+    _wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+
+
+def _draw_coordinate(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.integers(0, d, k)
+
+
+def _draw_relu(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.standard_normal((k, d))
+
+
+def _draw_fourier(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.standard_normal((k, d)) / sigma
+    b[lo : lo + k] = rng.uniform(0.0, 2.0 * np.pi, k)
+
+
+if sgk.numba is not None:
+    from numba.core import types
+    from numba.extending import overload
+
+    _wx = sgk._jit(_wx)
+
+    def _by_map(W, b, coordinate, relu_, fourier):
+        """The implementation for the stores' types (see above)."""
+        if W.ndim == 1:
+            return coordinate
+        return relu_ if isinstance(b, types.NoneType) else fourier
+
+    @overload(features)
+    def _features(x, W, b, lo, hi, out):
+        return _by_map(W, b, _coordinate, _relu, _fourier)
+
+    @overload(draws)
+    def _draws(rng, d, k, sigma, W, b, lo):
+        return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier)
 
 
 @_jit
 def dsgd_rounds(
-    t0, t1, X, y, etas, kind, sigma, k, nu, rescale_below, rng,
-    wi, Wm, b, c, psi, losses, state, counts,
+    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, W, b, c, psi, losses, state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Dai et al. Algorithms 1-2 (learners/doubly_sgd.py),
     ``alpha = s c``.
 
-    ``state = [s, 2.0]``, ``counts = [train_evals, features_sampled, diverged]`` carry the pass
-    between calls. Returns the rounds played (``t1``, or the round after the one whose prediction
-    diverged)."""
+    ``(W, b)`` store the ``k T`` parameters (see above), ``c`` the coefficients, ``psi`` the
+    features of a round; ``state = [s, 2.0]``, ``counts = [train_evals, features_sampled,
+    diverged]`` carry the pass between calls. Returns the rounds played (``t1``, or the round
+    after the one whose prediction diverged)."""
     s = state[0]
     d = X.shape[1]
     for t in range(t0, t1):
@@ -88,7 +136,7 @@ def dsgd_rounds(
         # Algorithm 2: f(x_t) = s sum_{j < n_old} c_j psi(x_t; w_j)
         f = 0.0
         if n_old:
-            features(kind, x, wi, Wm, b, 0, n_old, psi)
+            features(x, W, b, 0, n_old, psi)
             counts[0] += n_old
             f = s * np.dot(c[:n_old], psi[:n_old])
         # (f - y)**2 as Python's float power: libm's pow (the exponent read from ``state``, so
@@ -99,9 +147,9 @@ def dsgd_rounds(
             state[0] = s
             return t + 1
         # Algorithm 1: omega_{t,j} ~ mu, alpha_{t,j} = -gamma_t (f - y_t) psi(x_t; omega_{t,j}) / k
-        store_draws(rng, kind, d, k, sigma, wi, Wm, b, n_old)
+        draws(rng, d, k, sigma, W, b, n_old)
         counts[1] += k
-        features(kind, x, wi, Wm, b, n_old, n_old + k, psi[n_old:])
+        features(x, W, b, n_old, n_old + k, psi[n_old:])
         counts[0] += k
         g = -etas[t] * (f - y[t])
         # alpha_{i,.} <- (1 - gamma_t nu) alpha_{i,.}: a global scale, or applied directly when
@@ -126,7 +174,7 @@ def dsgd_rounds(
 
 
 @_jit
-def fr_rounds(t0, t1, X, y, etas, kind, wi, Wm, b, inv_sqrt_r, lam, beta, z, losses, state, counts):
+def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state, counts):
     """Rounds ``t0 .. t1 - 1`` of Fixed-Random's SGD pass (learners/fixed_random.py):
     ``z = psi(x_t; w_{1..r}) / sqrt(r)``, ``yhat = beta . z``,
     ``beta <- (1 - eta_t lam) beta - eta_t (yhat - y_t) z``.
@@ -134,7 +182,7 @@ def fr_rounds(t0, t1, X, y, etas, kind, wi, Wm, b, inv_sqrt_r, lam, beta, z, los
     ``state = [2.0]``, ``counts = [train_evals, diverged]``. Returns the rounds played."""
     r = len(beta)
     for t in range(t0, t1):
-        features(kind, X[t], wi, Wm, b, 0, r, z)
+        features(X[t], W, b, 0, r, z)
         for j in range(r):
             z[j] *= inv_sqrt_r
         counts[0] += r
@@ -180,31 +228,27 @@ def use_compiled(fmap) -> bool:
     return _AGREES[kind]
 
 
-def stored(fmap, kind: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Empty stores for ``n`` parameters of ``fmap``: ``(wi, Wm, b)`` (unused ones empty)."""
-    d = fmap.d
-    wi = np.empty(n if kind == COORDINATE else 0, np.int64)
-    Wm = np.empty((0, 0) if kind == COORDINATE else (n, d))
-    b = np.empty(n if kind == FOURIER else 0)
-    return wi, Wm, b
-
-
-def split(W: np.ndarray, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``FeatureMap.sample``'s parameters as the kernels store them: ``(wi, Wm, b)``."""
+def stored(fmap, kind: int, n: int) -> tuple:
+    """Empty stores ``(W, b)`` for ``n`` parameters of ``fmap`` (``b`` None but for Fourier)."""
     if kind == COORDINATE:
-        return np.ascontiguousarray(W, np.int64), np.empty((0, 0)), np.empty(0)
+        return np.empty(n, np.int64), None
+    return np.empty((n, fmap.d)), (np.empty(n) if kind == FOURIER else None)
+
+
+def split(W: np.ndarray, kind: int) -> tuple:
+    """``FeatureMap.sample``'s parameters as the kernels store them: ``(W, b)``."""
+    if kind == COORDINATE:
+        return np.ascontiguousarray(W, np.int64), None
     if kind == RELU:
-        return np.empty(0, np.int64), np.ascontiguousarray(W), np.empty(0)
-    return np.empty(0, np.int64), np.ascontiguousarray(W[:, :-1]), np.ascontiguousarray(W[:, -1])
+        return np.ascontiguousarray(W), None
+    return np.ascontiguousarray(W[:, :-1]), np.ascontiguousarray(W[:, -1])
 
 
-def joined(wi: np.ndarray, Wm: np.ndarray, b: np.ndarray, kind: int, n: int) -> np.ndarray:
+def joined(W: np.ndarray, b, kind: int, n: int) -> np.ndarray:
     """The first ``n`` stored parameters in ``FeatureMap.sample``'s layout."""
-    if kind == COORDINATE:
-        return wi[:n]
-    if kind == RELU:
-        return Wm[:n]
-    W = np.empty((n, Wm.shape[1] + 1))
-    W[:, :-1] = Wm[:n]
-    W[:, -1] = b[:n]
-    return W
+    if kind != FOURIER:
+        return W[:n]
+    out = np.empty((n, W.shape[1] + 1))
+    out[:, :-1] = W[:n]
+    out[:, -1] = b[:n]
+    return out
