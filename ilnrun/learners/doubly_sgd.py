@@ -192,7 +192,7 @@ def _agrees(kind: int) -> bool:
     D = 19
     X = probe.standard_normal((90, D)) / 3.0
     y = np.tanh(X[:, 0] + X[:, 1])
-    fmap = _probe_map(kind, D)
+    fmap = kernels.probe_map(kind, D)
     for k, nu, schedule in ((1, 0.0, "constant"), (3, 0.3, "inv_sqrt")):
         kw = dict(eta=0.4, k=k, nu=nu, schedule=schedule)
         r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)
@@ -204,14 +204,6 @@ def _agrees(kind: int) -> bool:
         ):
             return False
     return True
-
-
-def _probe_map(kind: int, D: int) -> FeatureMap:
-    from ..features import Coordinate, Fourier, ReLU
-
-    if kind == kernels.COORDINATE:
-        return Coordinate(D)
-    return ReLU(D) if kind == kernels.RELU else Fourier(D, 1.7)
 
 
 kernels.PROBES.append(_agrees)

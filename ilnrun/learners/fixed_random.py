@@ -151,9 +151,7 @@ def _agrees(kind: int) -> bool:
     D = 19
     X = probe.standard_normal((60, D)) / 3.0
     y = np.tanh(X[:, 0] + X[:, 1])
-    from .doubly_sgd import _probe_map
-
-    fmap = _probe_map(kind, D)
+    fmap = kernels.probe_map(kind, D)
     for r, lam, schedule in ((1, 0.0, "constant"), (300, 0.2, "inv_sqrt")):
         kw = dict(eta=0.4, r=r, lam=lam, schedule=schedule)
         r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)

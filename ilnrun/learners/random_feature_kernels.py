@@ -228,6 +228,16 @@ def use_compiled(fmap) -> bool:
     return _AGREES[kind]
 
 
+def probe_map(kind: int, D: int):
+    """A feature map of ``kind`` in ``D`` dimensions for the self-checks (Fourier:
+    ``sigma = 1.7``)."""
+    from ..features import Coordinate, Fourier, ReLU
+
+    if kind == COORDINATE:
+        return Coordinate(D)
+    return ReLU(D) if kind == RELU else Fourier(D, 1.7)
+
+
 def stored(fmap, kind: int, n: int) -> tuple:
     """Empty stores ``(W, b)`` for ``n`` parameters of ``fmap`` (``b`` None but for Fourier)."""
     if kind == COORDINATE:
