@@ -108,11 +108,13 @@ if sgk.numba is not None:
             return coordinate
         return relu_ if isinstance(b, types.NoneType) else fourier
 
-    @overload(features)
+    # inlined into the pass (numba IR): as fast as one function with the map's code written in
+    # (as a call, the Fourier and Fixed-Random passes ran ~12% slower)
+    @overload(features, inline="always")
     def _features(x, W, b, lo, hi, out):
         return _by_map(W, b, _coordinate, _relu, _fourier)
 
-    @overload(draws)
+    @overload(draws, inline="always")
     def _draws(rng, d, k, sigma, W, b, lo):
         return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier)
 
