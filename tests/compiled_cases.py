@@ -60,8 +60,9 @@ def compiled_learners() -> tuple[str, ...]:
     )
 
 
-# the cases of each learner with compiled code (a learner added there must be added here)
-CHECKED_LEARNERS = ("shrinking_gradient",)
+# the learners with compiled code and their cases (a learner added there must be added here):
+# Shrinking Gradient here, Doubly SGD and Fixed-Random in tests/random_feature_cases.py
+CHECKED_LEARNERS = ("shrinking_gradient", "doubly_sgd", "fixed_random")
 MAPS = compiled_maps()
 
 

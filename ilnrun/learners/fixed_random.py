@@ -17,6 +17,8 @@ import numpy as np
 
 from ..features import FeatureMap
 from ..params import Param
+from ..schedules import step_sizes
+from . import random_feature_kernels as kernels
 from .base import (
     STEP_PARAMS,
     BudgetSize,
@@ -25,6 +27,7 @@ from .base import (
     LearnerSpec,
     OnlinePass,
     new_counters,
+    out_of_time,
 )
 
 
@@ -41,7 +44,82 @@ def fit(
     decay: float | None = None,
     deadline: float | None = None,
 ) -> FitResult:
-    """One online pass of SGD on ``r`` fixed random features."""
+    """One online pass of SGD on ``r`` fixed random features.
+
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
+    and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
+    draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
+    kw = dict(eta=eta, r=r, lam=lam, schedule=schedule, decay=decay, deadline=deadline)
+    if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
+        return fit_compiled(X, y, fmap, rng, **kw)
+    return fit_numpy(X, y, fmap, rng, **kw)
+
+
+# evaluations of a compiled call between two looks at the deadline
+COMPILED_EVALS_PER_CALL = 1 << 22
+
+
+def fit_compiled(
+    X: np.ndarray,
+    y: np.ndarray,
+    fmap: FeatureMap,
+    rng: np.random.Generator,
+    *,
+    eta: float,
+    r: int,
+    lam: float = 0.0,
+    schedule: str = "constant",
+    decay: float | None = None,
+    deadline: float | None = None,
+) -> FitResult:
+    """:func:`fit_numpy` compiled (``random_feature_kernels.fr_rounds``): the parameters drawn
+    by ``fmap.sample`` as there, then the same pass and arithmetic; the deadline is looked at
+    after round 1 (as :func:`fit_numpy` does), then between calls of a few million
+    evaluations."""
+    T = len(y)
+    X = np.ascontiguousarray(X, dtype=float)
+    etas = step_sizes(schedule, eta, T, decay)
+    yv = np.ascontiguousarray(y, dtype=float)
+    kind = kernels.kind_of(fmap)
+    W = fmap.sample(rng, r)
+    Ws, b = kernels.split(W, kind)
+    inv_sqrt_r = 1.0 / math.sqrt(r)
+    beta, z, losses = np.zeros(r), np.empty(r), np.empty(T)
+    state = np.array([2.0])  # the exponent of the loss
+    counts = np.zeros(2, dtype=np.int64)  # train_evals, diverged
+    per_call = T if deadline is None else max(1, COMPILED_EVALS_PER_CALL // r)
+    timed_out, t = False, 0
+    while t < T:
+        if t and out_of_time(deadline):
+            timed_out = True
+            break
+        t1 = min(T, t + (1 if t == 0 and deadline is not None else per_call))
+        t = kernels.fr_rounds(
+            t, t1, X, yv, etas, Ws, b, inv_sqrt_r, float(lam), beta, z, losses,
+            state, counts,
+        )  # fmt: skip
+        if counts[1]:
+            break
+    counters = new_counters()
+    counters.update(train_evals=int(counts[0]), features_sampled=len(W))
+    predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
+    return FitResult(predictor, losses[:t], counters, bool(counts[1]), timed_out)
+
+
+def fit_numpy(
+    X: np.ndarray,
+    y: np.ndarray,
+    fmap: FeatureMap,
+    rng: np.random.Generator,
+    *,
+    eta: float,
+    r: int,
+    lam: float = 0.0,
+    schedule: str = "constant",
+    decay: float | None = None,
+    deadline: float | None = None,
+) -> FitResult:
+    """One online pass of SGD on ``r`` fixed random features, in numpy (the reference)."""
     run = OnlinePass(y, eta, schedule, decay, deadline)
     etas = run.etas
     W = fmap.sample(rng, r)
@@ -64,6 +142,29 @@ def fit(
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters)
+
+
+def _agrees(kind: int) -> bool:
+    """Small passes, compiled and numpy, equal bit for bit: one feature and many, with and
+    without ``lam`` (this build's BLAS ``ddot`` / ``gemv`` and cosine)."""
+    probe = np.random.default_rng(20261124)
+    D = 19
+    X = probe.standard_normal((60, D)) / 3.0
+    y = np.tanh(X[:, 0] + X[:, 1])
+    fmap = kernels.probe_map(kind, D)
+    for r, lam, schedule in ((1, 0.0, "constant"), (300, 0.2, "inv_sqrt")):
+        kw = dict(eta=0.4, r=r, lam=lam, schedule=schedule)
+        r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)
+        r1 = fit_compiled(X, y, fmap, np.random.default_rng(1), **kw)
+        if not (
+            np.array_equal(r0.losses, r1.losses)
+            and np.array_equal(r0.predictor.coef, r1.predictor.coef)
+        ):
+            return False
+    return True
+
+
+kernels.PROBES.append(_agrees)
 
 
 SPEC = LearnerSpec(

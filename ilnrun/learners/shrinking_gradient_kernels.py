@@ -513,12 +513,18 @@ def note(msg: str) -> None:
         print(f"note: {msg}", file=sys.stderr)
 
 
+def note_no_numba() -> None:
+    """The one note of a process without numba (none where ``ILNRUN_NO_NUMBA`` switched it
+    off): every learner with compiled kernels runs its numpy code."""
+    if NO_NUMBA_ENV not in _WHY_NOT:
+        note(f"numba is not available ({_WHY_NOT}): the learners run as numpy code")
+
+
 def use_compiled(fmap) -> bool:
     """Whether the compiled kernels run for ``fmap`` in this process: numba is there, the map
     is one they know, and they reproduce this numpy build's numbers (:func:`agrees`)."""
     if numba is None:
-        if NO_NUMBA_ENV not in _WHY_NOT:
-            note(f"numba is not available ({_WHY_NOT}): Shrinking Gradient runs as numpy code")
+        note_no_numba()
         return False
     if kind_of(fmap) is None:
         return False

@@ -1,0 +1,266 @@
+"""Doubly SGD and Fixed-Random compiled with numba: their online passes as plain loops, the same
+numbers.
+
+The compiled passes (:func:`dsgd_rounds`, :func:`fr_rounds`) draw the same random numbers, by the
+same calls in the same order, from the cell's ``np.random.Generator`` as the numpy code
+(learners/doubly_sgd.py, learners/fixed_random.py), and form every value in the numpy code's
+order (docs/algorithms.md §2.6):
+
+- a prediction ``sum_j c_j psi(x_t; w_j)`` is the same BLAS ``ddot`` (``np.dot`` compiles to it);
+- ``W x_t`` of the ReLU and Fourier maps is the same BLAS call: ``gemv`` over two rows or more,
+  ``ddot`` for a single row (numpy's ``matmul`` turns a one-row product into a dot);
+- the coefficient updates, the decay and its global scale are elementwise, as in numpy.
+
+So ``FitResult`` is bit-identical to the numpy path's. Whether this numpy build's BLAS and cosine
+are the ones the kernels call is checked on first use in every process (the learners register
+self-checks in :data:`PROBES`); a build that differs runs the numpy code with a one-line note.
+``ILNRUN_NO_NUMBA=1`` or a Python without numba runs the numpy code too, as for Shrinking
+Gradient (its kernels module holds the switch, the notes and the compilation cache's rules).
+
+The stored parameters are ``(W, b)``: coordinate indices and ``None``; ReLU rows and ``None``;
+Fourier rows ``w`` (contiguous) and phases ``b``, so that ``W x`` is one ``gemv`` of the rows
+played, as numpy's ``W[:, :-1] @ x`` is. The map is read from these types when numba compiles
+(:func:`features`, :func:`draws`): a pass is compiled for one map at a time, with only that map's
+code, which keeps the first compilation short.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import shrinking_gradient_kernels as sgk
+from .shrinking_gradient_kernels import COORDINATE, FOURIER, RELU, SQRT2, _jit, relu
+
+DIVERGENCE_BOUND = sgk.DIVERGENCE_BOUND
+kind_of = sgk.kind_of  # the compiled map of a feature map, or None
+
+
+# ----------------------------------------------------------------------------------------------
+# feature maps: the map is the type of the stores ``(W, b)`` — coordinate: ``W`` the indices
+# (int64), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
+# phases. numba compiles a pass once per map, with that map's code only (a short first compile).
+
+
+def features(x, W, b, lo, hi, out):
+    """``out[:hi - lo] = psi(x; w_j)`` for the stored ``w_lo .. w_{hi-1}`` (``FeatureMap.point``):
+    coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``,
+    with ``W x`` as numpy forms it (one row: ``ddot``; more: ``gemv``). Compiled code only."""
+    raise NotImplementedError
+
+
+def draws(rng, d, k, sigma, W, b, lo):
+    """Draw ``w_lo .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
+    them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
+    ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``.
+    Compiled code only."""
+    raise NotImplementedError
+
+
+def _coordinate(x, W, b, lo, hi, out):
+    for j in range(hi - lo):
+        out[j] = x[W[lo + j]]
+
+
+def _wx(x, W, lo, hi, out):
+    """``out[:hi - lo] = W[lo:hi] x``: ``ddot`` for one row, ``gemv`` for more (numpy's matmul)."""
+    if hi - lo == 1:
+        out[0] = np.dot(W[lo], x)
+    else:
+        out[: hi - lo] = np.dot(W[lo:hi], x)
+
+
+def _relu(x, W, b, lo, hi, out):
+    _wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * relu(out[j])
+
+
+def _fourier(x, W, b, lo, hi, out):
+    _wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+
+
+def _draw_coordinate(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.integers(0, d, k)
+
+
+def _draw_relu(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.standard_normal((k, d))
+
+
+def _draw_fourier(rng, d, k, sigma, W, b, lo):
+    W[lo : lo + k] = rng.standard_normal((k, d)) / sigma
+    b[lo : lo + k] = rng.uniform(0.0, 2.0 * np.pi, k)
+
+
+if sgk.numba is not None:
+    from numba.core import types
+    from numba.extending import overload
+
+    _wx = sgk._jit(_wx)
+
+    def _by_map(W, b, coordinate, relu_, fourier):
+        """The implementation for the stores' types (see above)."""
+        if W.ndim == 1:
+            return coordinate
+        return relu_ if isinstance(b, types.NoneType) else fourier
+
+    # inlined into the pass (numba IR): as fast as one function with the map's code written in
+    # (as a call, the Fourier and Fixed-Random passes ran ~12% slower)
+    @overload(features, inline="always")
+    def _features(x, W, b, lo, hi, out):
+        return _by_map(W, b, _coordinate, _relu, _fourier)
+
+    @overload(draws, inline="always")
+    def _draws(rng, d, k, sigma, W, b, lo):
+        return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier)
+
+
+@_jit
+def dsgd_rounds(
+    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, W, b, c, psi, losses, state, counts,
+):  # fmt: skip
+    """Rounds ``t0 .. t1 - 1`` of Dai et al. Algorithms 1-2 (learners/doubly_sgd.py),
+    ``alpha = s c``.
+
+    ``(W, b)`` store the ``k T`` parameters (see above), ``c`` the coefficients, ``psi`` the
+    features of a round; ``state = [s, 2.0]``, ``counts = [train_evals, features_sampled,
+    diverged]`` carry the pass between calls. Returns the rounds played (``t1``, or the round
+    after the one whose prediction diverged)."""
+    s = state[0]
+    d = X.shape[1]
+    for t in range(t0, t1):
+        x = X[t]
+        n_old = k * t
+        # Algorithm 2: f(x_t) = s sum_{j < n_old} c_j psi(x_t; w_j)
+        f = 0.0
+        if n_old:
+            features(x, W, b, 0, n_old, psi)
+            counts[0] += n_old
+            f = s * np.dot(c[:n_old], psi[:n_old])
+        # (f - y)**2 as Python's float power: libm's pow (the exponent read from ``state``, so
+        # that it is not folded into a product)
+        losses[t] = 0.5 * math.pow(f - y[t], state[1])
+        if not abs(f) <= DIVERGENCE_BOUND:
+            counts[2] = 1
+            state[0] = s
+            return t + 1
+        # Algorithm 1: omega_{t,j} ~ mu, alpha_{t,j} = -gamma_t (f - y_t) psi(x_t; omega_{t,j}) / k
+        draws(rng, d, k, sigma, W, b, n_old)
+        counts[1] += k
+        features(x, W, b, n_old, n_old + k, psi[n_old:])
+        counts[0] += k
+        g = -etas[t] * (f - y[t])
+        # alpha_{i,.} <- (1 - gamma_t nu) alpha_{i,.}: a global scale, or applied directly when
+        # the factor is not positive
+        factor = 1.0 - etas[t] * nu
+        if factor > 0.0:
+            s *= factor
+        else:
+            for j in range(n_old):
+                c[j] *= factor
+        for j in range(n_old, n_old + k):
+            a = psi[j] * g
+            if k != 1:
+                a /= k
+            c[j] = a if s == 1.0 else a / s
+        if s < rescale_below:
+            for j in range(n_old + k):
+                c[j] *= s
+            s = 1.0
+    state[0] = s
+    return t1
+
+
+@_jit
+def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state, counts):
+    """Rounds ``t0 .. t1 - 1`` of Fixed-Random's SGD pass (learners/fixed_random.py):
+    ``z = psi(x_t; w_{1..r}) / sqrt(r)``, ``yhat = beta . z``,
+    ``beta <- (1 - eta_t lam) beta - eta_t (yhat - y_t) z``.
+
+    ``state = [2.0]``, ``counts = [train_evals, diverged]``. Returns the rounds played."""
+    r = len(beta)
+    for t in range(t0, t1):
+        features(X[t], W, b, 0, r, z)
+        for j in range(r):
+            z[j] *= inv_sqrt_r
+        counts[0] += r
+        yhat = np.dot(beta, z)
+        losses[t] = 0.5 * math.pow(yhat - y[t], state[0])
+        if not abs(yhat) <= DIVERGENCE_BOUND:
+            counts[1] = 1
+            return t + 1
+        if lam:
+            shrink = 1.0 - etas[t] * lam
+            for j in range(r):
+                beta[j] *= shrink
+        g = etas[t] * (yhat - y[t])
+        for j in range(r):
+            beta[j] -= z[j] * g
+    return t1
+
+
+# Self-checks run once per process and map before the compiled passes are trusted (each takes
+# the map's kind, says whether compiled and numpy code agree bit for bit); the learner modules
+# register them, so this module imports no learner.
+PROBES: list = []
+_AGREES: dict[int, bool] = {}
+
+
+def use_compiled(fmap) -> bool:
+    """Whether the compiled passes run for ``fmap`` in this process: numba is there
+    (``sgk.available``; its absence noted once), the map is one the kernels know
+    (``sgk.kind_of``), and they reproduce this numpy build's numbers (:data:`PROBES`)."""
+    if not sgk.available():
+        sgk.note_no_numba()
+        return False
+    kind = sgk.kind_of(fmap)
+    if kind is None:
+        return False
+    if kind not in _AGREES:
+        _AGREES[kind] = bool(PROBES) and all(probe(kind) for probe in PROBES)
+        if not _AGREES[kind]:
+            sgk.note(
+                f"the compiled Doubly SGD / Fixed-Random passes do not reproduce this numpy "
+                f"build's numbers for {type(fmap).name} features: the numpy code runs instead"
+            )
+    return _AGREES[kind]
+
+
+def probe_map(kind: int, D: int):
+    """A feature map of ``kind`` in ``D`` dimensions for the self-checks (Fourier:
+    ``sigma = 1.7``)."""
+    from ..features import Coordinate, Fourier, ReLU
+
+    if kind == COORDINATE:
+        return Coordinate(D)
+    return ReLU(D) if kind == RELU else Fourier(D, 1.7)
+
+
+def stored(fmap, kind: int, n: int) -> tuple:
+    """Empty stores ``(W, b)`` for ``n`` parameters of ``fmap`` (``b`` None but for Fourier)."""
+    if kind == COORDINATE:
+        return np.empty(n, np.int64), None
+    return np.empty((n, fmap.d)), (np.empty(n) if kind == FOURIER else None)
+
+
+def split(W: np.ndarray, kind: int) -> tuple:
+    """``FeatureMap.sample``'s parameters as the kernels store them: ``(W, b)``."""
+    if kind == COORDINATE:
+        return np.ascontiguousarray(W, np.int64), None
+    if kind == RELU:
+        return np.ascontiguousarray(W), None
+    return np.ascontiguousarray(W[:, :-1]), np.ascontiguousarray(W[:, -1])
+
+
+def joined(W: np.ndarray, b, kind: int, n: int) -> np.ndarray:
+    """The first ``n`` stored parameters in ``FeatureMap.sample``'s layout."""
+    if kind != FOURIER:
+        return W[:n]
+    out = np.empty((n, W.shape[1] + 1))
+    out[:, :-1] = W[:n]
+    out[:, -1] = b[:n]
+    return out
