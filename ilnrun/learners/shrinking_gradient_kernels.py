@@ -540,10 +540,10 @@ def use_compiled(fmap) -> bool:
 
 
 def estimates_compiled(fmap) -> bool:
-    """Whether the Algorithm-2 test estimates run compiled: for ReLU and Fourier maps (about
-    twice as fast as numpy's per-pair einsum); coordinate features stay on numpy's flat gathers
-    (``base._CoordinateProducts``), as fast, since numpy's multinomial draws, the same in both,
-    take about half the time (experiments/performance/REPORT.md, section 0)."""
+    """Whether the Algorithm-2 test estimates of ReLU and Fourier maps run compiled here (about
+    twice as fast as numpy's per-pair einsum). Coordinate features have their own compiled
+    estimates, multinomial counts included (``estimate_kernels``,
+    ``KernelExpansion.estimate_coordinate``)."""
     return kind_of(fmap) in ESTIMATED_KINDS and use_compiled(fmap)
 
 
