@@ -34,8 +34,10 @@ reproduce-figure1: install
 
 # Benchmarks (a few minutes; not part of `make test`): prints a table and writes
 # experiments/performance/REPORT.md. Run it on an otherwise idle machine.
+# BENCH_AGAINST: the git revision whose code figure1 is also timed (default: the previous commit).
+BENCH_AGAINST ?= HEAD~1
 bench: install
-	MPLBACKEND=Agg $(BIN)/python bench/run_bench.py --jobs $(JOBS)
+	MPLBACKEND=Agg $(BIN)/python bench/run_bench.py --jobs $(JOBS) --against $(BENCH_AGAINST)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

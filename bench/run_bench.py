@@ -862,6 +862,11 @@ def main() -> None:
         action="store_true",
         help="only section 7 (and figure1 with numpy); prints it, writes no report",
     )
+    ap.add_argument(
+        "--against",
+        default="HEAD~1",
+        help="a git revision whose code the figure1 run of section 0 also times (default HEAD~1)",
+    )
     ap.add_argument("--out", default=str(ROOT / "experiments" / "performance" / "REPORT.md"))
     args = ap.parse_args()
     q = args.quick
@@ -913,7 +918,9 @@ def main() -> None:
     # section 0: the compiled kernels against numpy, put into the report just written
     subprocess.run(
         [sys.executable, str(ROOT / "bench" / "compiled.py"), "--out", args.out]
-        + (["--quick"] if q else []),
+        + (["--quick"] if q else [])
+        + ([] if args.skip_figure1 or q else ["--figure1", "--against", args.against])
+        + ["--jobs", str(args.jobs)],
         check=True,
     )
     print(f"wrote {args.out}")
