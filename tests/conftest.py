@@ -38,6 +38,13 @@ TINY_CONFIG: dict = {
 TINY_CELLS = 2 * 2 * 4 * 2
 
 
+@pytest.fixture(autouse=True)
+def _notes_not_inherited(monkeypatch):
+    """Each test starts without the record of notes already printed (ILNRUN_NOTED), which a
+    run passes to its workers so that a note is printed once a run."""
+    monkeypatch.delenv("ILNRUN_NOTED", raising=False)
+
+
 def tiny_config(**changes) -> dict:
     """A deep copy of ``TINY_CONFIG``; ``changes`` maps dotted key paths to new values."""
     cfg = copy.deepcopy(TINY_CONFIG)

@@ -180,3 +180,26 @@ def test_without_numba_runs_numpy_with_one_note():
     assert proc.stdout.split() == ["False", "True", "7"]
     notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "numba is not available" in notes[0]
+
+
+def test_a_run_without_numba_notes_it_once(tmp_path):
+    """`ilnrun run --jobs 2` where numba cannot be imported: one note for the whole run, not
+    one per worker process."""
+    from tests.conftest import tiny_config, write_config
+
+    hidden = tmp_path / "hidden" / "numba"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("hidden")\n')
+    cfg = tiny_config(**{"dataset.D": [20], "repetitions": 2})
+    path = write_config(tmp_path / "c.yaml", cfg)
+    res = subprocess.run(
+        [sys.executable, "-m", "ilnrun.cli", "run", str(path), "--out", str(tmp_path / "o")]
+        + ["--jobs", "2", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{hidden.parent}:{ROOT}"},
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("numba is not available") == 1, res.stderr

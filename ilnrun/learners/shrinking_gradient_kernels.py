@@ -30,6 +30,7 @@ for a run that does not use them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sys
@@ -506,11 +507,18 @@ def kind_of(fmap) -> int | None:
     return None if kind in (RELU, FOURIER) and fmap.d > MAX_D else kind
 
 
+NOTED_ENV = "ILNRUN_NOTED"  # digests of the notes printed, inherited by the workers of a run
+
+
 def note(msg: str) -> None:
-    """A one-line note on stderr, once per process."""
-    if msg not in _NOTED:
+    """A one-line note on stderr, once per process and the worker processes it starts after it
+    (they inherit :data:`NOTED_ENV`): a run prints it once, not once per worker."""
+    key = hashlib.sha256(msg.encode()).hexdigest()[:12]
+    seen = os.environ.get(NOTED_ENV, "").split(",")
+    if msg not in _NOTED and key not in seen:
         _NOTED.add(msg)
         print(f"note: {msg}", file=sys.stderr)
+        os.environ[NOTED_ENV] = ",".join([*filter(None, seen), key])
 
 
 def note_no_numba() -> None:
