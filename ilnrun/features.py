@@ -35,6 +35,9 @@ class FeatureMap(ABC):
     # result-sized blocks alive at once while :meth:`kernel` forms a block (memory estimates;
     # measured peak RSS: coordinate 1, fourier 3, relu 6)
     kernel_copies: int = 6
+    # rough seconds of one evaluation's elementwise function beyond its w.x product, for the
+    # time estimates of `ilnrun validate` (Fourier: one libm cosine)
+    eval_seconds: float = 0.0
     params: tuple[Param, ...] = ()
     choices: str = ""  # what the report says about this map
 
@@ -262,6 +265,7 @@ class Fourier(FeatureMap):
 
     name = "fourier"
     kernel_copies = 3
+    eval_seconds = 2e-8
     params = (
         Param(
             "sigma",

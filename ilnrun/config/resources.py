@@ -326,11 +326,14 @@ def seconds(
     values."""
     spec = LEARNERS[name]
     kv = kernel_value_seconds(fmap_kind, D)
+    # a map's own elementwise cost per evaluation (Fourier's cosine), on top of the learner's
+    evals = spec.budget.expected(size, T)["train_evals"] if spec.budget is not None and size else 0
+    extra = evals * FEATURE_MAPS[fmap_kind].eval_seconds
     if spec.seconds is not None:
-        return float(spec.seconds(size or 0, T, w, args, kv))
+        return float(spec.seconds(size or 0, T, w, args, kv)) + extra
     per_round, per_op = GENERIC_RATE
-    if spec.budget is not None and size:
-        return per_round * T + per_op * spec.budget.expected(size, T)["train_evals"] * (4 + w)
+    if evals:
+        return per_round * T + per_op * evals * (4 + w) + extra
     return per_round * T + T * (T - 1) // 2 * kv
 
 

@@ -339,5 +339,8 @@ SPEC = LearnerSpec(
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)
-    seconds=lambda k, T, w, args, kv: 1e-5 * T + 1.6e-8 * (k * T * (T + 1) // 2) * (4 + w),
+    # per evaluation and number of w: compiled ~2e-10 s, numpy ~5e-10 s (bench/random_features.py)
+    seconds=lambda k, T, w, args, kv: (
+        1e-5 * T + (2e-10 if kernels.sgk.available() else 5e-10) * (k * T * (T + 1) // 2) * (4 + w)
+    ),
 )

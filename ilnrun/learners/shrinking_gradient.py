@@ -471,5 +471,9 @@ SPEC = LearnerSpec(
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
     estimated_test=True,  # test_loss_estimated: Algorithm 2 on the averaged predictor
     # ~25 us a round and ~18 ns per evaluation and number of w (T = 4 000: 1.4 s at m = 2 000)
-    seconds=lambda m, T, w, args, kv: 2.5e-5 * T + 1.8e-8 * 2 * m * (T - 1) * (4 + w),
+    # per evaluation and number of w: compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0;
+    # diamonds at T = 46 940: 37 s a relu cell at k = 1)
+    seconds=lambda m, T, w, args, kv: (
+        2.5e-5 * T + (2.5e-9 if kernels.available() else 6e-9) * 2 * m * (T - 1) * (4 + w)
+    ),
 )
