@@ -89,6 +89,25 @@ def test_threads_give_identical_numbers(kind, sampler):
 
 
 @needs_numba
+@pytest.mark.parametrize("sampler", cases.SAMPLERS)
+def test_threads_give_identical_numbers_beyond_the_cache(sampler):
+    """A parallel pass whose stored rows outgrow ``FUSED_UP_TO`` numbers (the search and the
+    gather in two loops) and that shrinks: 1, 2 and 3 threads and the numpy code agree."""
+    T, D = 300, 1000
+    X, y, _ = cases.data(T, D)
+    fmap = cases.make_map("coordinate", D)
+    assert (T - 1) * D > 2 * kernels.FUSED_UP_TO
+    kw = dict(eta=3.0, m=sg.PARALLEL_FROM + 5, B=1 / 2048, sampler=sampler)
+    runs = [sg.fit(X, y, fmap, np.random.default_rng(7), threads=n, **kw) for n in (1, 2, 3)]
+    ref = sg.fit_numpy(X, y, fmap, np.random.default_rng(7), **kw)
+    assert runs[0].counters["shrinks"] > 0 and len(runs[0].losses) == T
+    for res in (*runs[1:], ref):
+        np.testing.assert_array_equal(res.losses, runs[0].losses, strict=True)
+        np.testing.assert_array_equal(res.predictor.alpha, runs[0].predictor.alpha, strict=True)
+        assert res.counters == runs[0].counters
+
+
+@needs_numba
 def test_compiled_pass_honours_the_deadline(monkeypatch):
     """A deadline already past stops the compiled pass after round 1, as the numpy pass; a
     later one is looked at between calls of rounds."""
