@@ -47,6 +47,8 @@ def test_report_has_every_section_and_learner(finished_run, tmp_path):
     runs = pd.read_csv(results / "runs.csv")
     target = int(runs["budget_target"].dropna().iloc[0])
     assert f"| {target:,} |" in text
+    # the command that regenerates it uses the workers the run used (--jobs 1 here)
+    assert "--jobs 1\nilnrun plot" in text
 
 
 def test_report_refuses_a_directory_without_results(tmp_path):

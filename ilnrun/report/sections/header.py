@@ -8,6 +8,9 @@ from ..data import ReportData
 def render(r: ReportData) -> list[str]:
     name, meta = r.cfg["name"], r.meta
     cfg_path = meta.get("config_path") or f"configs/{name}.yaml"
+    # the workers the run used: a config whose cells need most of the memory runs with
+    # --jobs 1, and its report should not suggest two such processes at once
+    jobs = meta.get("jobs") or 2
     L = [
         f"# {name}: report",
         "",
@@ -29,7 +32,7 @@ def render(r: ReportData) -> list[str]:
         "Regenerate:",
         "",
         "```",
-        f"ilnrun run {cfg_path} --jobs 2",
+        f"ilnrun run {cfg_path} --jobs {jobs}",
         f"ilnrun plot {r.results_dir}",
         f"ilnrun report {r.results_dir} --out {r.out_dir}",
         "```",
