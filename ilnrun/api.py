@@ -42,6 +42,7 @@ def check_run_args(
     fresh: object,
     quiet: object,
     note: bool = True,
+    extend: object = False,
 ) -> int:
     """Validate the run arguments shared by the command line and the API; return ``jobs``
     capped to the CPUs present (with a note on stderr) unless a dask scheduler spreads the
@@ -54,9 +55,11 @@ def check_run_args(
         raise ArgumentError("scheduler must be a dask scheduler address (a non-empty string)")
     if scheduler is not None and backend != "dask":
         raise ArgumentError("a scheduler needs the dask backend (--backend dask)")
-    for name, v in (("fresh", fresh), ("quiet", quiet)):
+    for name, v in (("fresh", fresh), ("quiet", quiet), ("extend", extend)):
         if not isinstance(v, bool):
             raise ArgumentError(f"{name} must be True or False, got {type(v).__name__}")
+    if fresh and extend:
+        raise ArgumentError("fresh discards a directory's results and extend keeps them: give one")
     jobs, n = int(jobs), cpus()
     if jobs > n and scheduler is None:
         if note:
@@ -97,13 +100,15 @@ def run_experiment(
     backend: str = "loky",
     scheduler: str | None = None,
     engine: str | None = None,
+    extend: bool = False,
 ) -> Results:
     """Run every cell of ``config`` and return its tables.
 
     ``config`` is a raw config mapping (as in a YAML file) or the path of a YAML file;
     ``overrides`` are ``KEY=VALUE`` strings applied before validation, as ``--set`` on the command
     line (:mod:`ilnrun.overrides`). With ``out`` the usual results directory is written there
-    (and resumed when it holds the same config, as ``ilnrun run`` does; ``fresh`` discards it);
+    (and resumed when it holds the same config, as ``ilnrun run`` does; ``fresh`` discards it;
+    ``extend`` resumes it under a changed config, keeping the cells whose numbers it keeps);
     without, the run goes to a temporary directory that is removed afterwards. ``jobs``,
     ``backend`` (``loky`` or ``dask``) and ``scheduler`` (a dask address; a local cluster when
     omitted) are the command's options; ``quiet=False`` shows progress on stderr; ``engine``
@@ -115,7 +120,7 @@ def run_experiment(
     the CPUs present is capped, with a note) and :class:`~ilnrun.experiment.RunDirError` for an
     unusable directory.
     """
-    check_run_args(jobs, backend, scheduler, fresh, quiet, note=False)
+    check_run_args(jobs, backend, scheduler, fresh, quiet, note=False, extend=extend)
     if out is not None and not isinstance(out, (str, Path)):
         raise ArgumentError("out must be a directory path or None")
     if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple)):
@@ -137,6 +142,7 @@ def run_experiment(
         fresh=fresh,
         quiet=quiet,
         config_path=config_path,
+        extend=extend,
     )
     if out is not None:
         return run_resolved(cfg, Path(out), **kw)
@@ -156,17 +162,18 @@ def run_resolved(
     fresh: bool = False,
     quiet: bool = True,
     config_path: str | None = None,
+    extend: bool = False,
 ) -> Results:
     """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables;
     the arguments are checked here, where the command line and the API meet
     (:func:`check_run_args`)."""
     from .experiment import run
 
-    jobs = check_run_args(jobs, backend, scheduler, fresh, quiet)
+    jobs = check_run_args(jobs, backend, scheduler, fresh, quiet, extend=extend)
     from .config.resources import check_run
 
     check_run(cfg, jobs, backend, scheduler)  # jobs workers at once: refused before any work
-    kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path)
+    kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path, extend=extend)
     if backend == "dask":
         from .distributed import dask_client
 

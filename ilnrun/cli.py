@@ -147,6 +147,12 @@ def main() -> None:
     "count. --jobs N --threads K keeps N x K cores busy.",
 )
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the directory.")
+@click.option(
+    "--extend",
+    is_flag=True,
+    help="Resume a directory whose config changed (added grid points, repetitions or axis "
+    "values): finished cells whose numbers the new config keeps are kept, the others run.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @_SET
 def run(
@@ -158,6 +164,7 @@ def run(
     engine: str | None,
     threads: int | None,
     fresh: bool,
+    extend: bool,
     quiet: bool,
     overrides: tuple[str, ...],
 ) -> None:
@@ -177,7 +184,7 @@ def run(
 
         set_threads_per_cell(threads)
     try:
-        _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides)
+        _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides, extend)
     except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
         for sig in old:
             signal.signal(sig, signal.SIG_IGN)
@@ -193,7 +200,9 @@ def run(
         signal.signal(sig, h)
 
 
-def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides) -> None:
+def _run(
+    config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides, extend=False
+) -> None:
     import signal
 
     from .api import ArgumentError, run_resolved
@@ -234,6 +243,7 @@ def _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overr
             fresh=fresh,
             quiet=quiet,
             config_path=config_path,
+            extend=extend,
         ).info
     except (RunDirError, ArgumentError) as exc:
         _fail(str(exc))

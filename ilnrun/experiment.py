@@ -250,9 +250,11 @@ def read_config(out: Path) -> dict:
     return old
 
 
-def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
+def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> bool:
     """Check the (existing) directory ``out``, claim it or clear it (``fresh``); return True
-    when resuming earlier work."""
+    when resuming earlier work. With ``extend`` a directory of another config is resumed too
+    (a note names the changes): its finished cells whose record digest matches ``cfg`` are
+    kept, the rest run, and ``cfg`` replaces the stored config."""
     check_files(out)
     owned = owned_files(out)
     existing = [p for p in out.iterdir() if not p.name.startswith(".")]
@@ -289,20 +291,40 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool) -> bool:
         return False
     if not cfg_path.exists():
         return False
+    old = read_config(out)
+    if extend:
+        changes = config_changes(old, cfg)
+        if changes:  # said even with -q: the directory's config changes
+            print(
+                f"note: extending {out} to a changed config:\n{changes}\nfinished cells whose "
+                "record digest matches the new config are kept; the others run",
+                file=sys.stderr,
+            )
+        return True
     _check_same_config(
         out,
-        read_config(out),
+        old,
         cfg,
-        hint="Use --fresh to discard them and start over, or --out to write elsewhere.",
+        hint="Use --extend to keep its finished cells under the changed config (added grid "
+        "points, repetitions or axis values), --fresh to discard them and start over, or --out "
+        "to write elsewhere.",
     )
     return True
 
 
-def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
+def config_changes(old: dict, cfg: dict) -> str:
+    """The differences that decide numbers between a stored config and ``cfg``, a line each
+    (empty when a resume needs no ``--extend``)."""
     old, cfg = resume_views(_numbers_part(old), _numbers_part(cfg))
     cfg = C.grid.without_new_defaults(old, cfg)  # parameters added since, at their key_omit
-    if by_content(old) != by_content(cfg):  # a data file moved with the same bytes resumes
-        diff = "\n".join(config_diff(old, cfg))
+    if by_content(old) == by_content(cfg):  # a data file moved with the same bytes resumes
+        return ""
+    return "\n".join(config_diff(old, cfg)) or "  (the resolved configs differ)"
+
+
+def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
+    diff = config_changes(old, cfg)
+    if diff:
         try:
             older = _older_version(out / "meta.json")
         except (OSError, ValueError, RecursionError, AttributeError):
@@ -352,8 +374,10 @@ def run(
     fresh: bool = False,
     quiet: bool = False,
     config_path: str | None = None,
+    extend: bool = False,
 ) -> dict:
-    """Run every unfinished cell of ``cfg`` (an experiment) into ``out``; write the tables; return a
+    """Run every unfinished cell of ``cfg`` (an experiment) into ``out`` (``extend``:
+    :func:`prepare_dir`); write the tables; return a
     short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
     if out.exists() and not out.is_dir():
@@ -364,7 +388,7 @@ def run(
     except OSError as exc:
         raise RunDirError(f"cannot use output directory {str(out)!r}: {exc.strerror}") from None
     with _exclusive(out):
-        return _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path)
+        return _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend)
 
 
 @contextmanager
@@ -399,8 +423,8 @@ CPU_JAX_NOTE = (
 )
 
 
-def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path) -> dict:
-    resumed = prepare_dir(out, cfg, fresh)
+def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False) -> dict:
+    resumed = prepare_dir(out, cfg, fresh, extend)
     meta_path = out / "meta.json"
     first_start = _first_start(meta_path) if resumed else None
     older = _older_version(meta_path) if resumed else None

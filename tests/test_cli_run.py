@@ -114,6 +114,39 @@ def test_different_config_is_refused_then_fresh_reruns(finished_run, tmp_path):
     assert len(runs) == TINY_CELLS // 2 and set(runs["D"]) == {20}
 
 
+def test_extend_keeps_the_finished_cells_of_a_widened_grid(finished_run, tmp_path):
+    """A config that adds a grid point and a repetition resumes with --extend: the finished
+    cells are read back, not rerun (cells.jsonl grows by the new cells only), and the tables
+    equal a fresh run of the wider config. Without --extend it is refused and --extend named;
+    --fresh with --extend exits 2."""
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    lines_before = len((copy / "cells.jsonl").read_text().splitlines())
+    wider = tiny_config(**{"repetitions": 3, "methods.kernel_ogd.eta": [0.1, 0.3, 1.0]})
+    wider_path = write_config(tmp_path / "wider.yaml", wider)
+    res = _invoke(["run", wider_path, "--out", copy])
+    assert res.exit_code == 2 and "--extend" in res.output, res.output
+    res = _invoke(["run", wider_path, "--out", copy, "--extend", "--fresh"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    res = _invoke(["run", wider_path, "--out", copy, "--extend", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "extending" in res.output and "repetitions" in res.output
+    wider_cells = 2 * 3 * (2 + 2 + 2 + 3)  # D x repetitions x settings of the four learners
+    assert len(pd.read_csv(copy / "runs.csv")) == wider_cells
+    lines = (copy / "cells.jsonl").read_text().splitlines()
+    assert len(lines) - lines_before == wider_cells - TINY_CELLS  # only the new cells ran
+    fresh = tmp_path / "fresh"
+    assert _invoke(["run", wider_path, "--out", fresh, "--quiet"]).exit_code == 0
+    timing = ["wall_s", "eval_s"]
+    a = pd.read_csv(copy / "runs.csv").drop(columns=timing).sort_values("cell_id")
+    b = pd.read_csv(fresh / "runs.csv").drop(columns=timing).sort_values("cell_id")
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+    # a plain resume of the extended directory now needs no --extend
+    assert _invoke(["run", wider_path, "--out", copy, "--quiet"]).exit_code == 0
+
+
 def test_bad_arguments_exit_2(config_file, tmp_path):
     res = _invoke(["run", config_file, "--out", tmp_path / "r", "--jobs", "0"])
     assert res.exit_code == 2
