@@ -114,7 +114,7 @@ def test_compiled_pass_honours_the_deadline(monkeypatch):
     X, y, _ = cases.data(50, 5)
     res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=0.0)
     assert res.timed_out and len(res.losses) == 1 and len(res.predictor.alpha) == 1
-    monkeypatch.setattr(sg, "COMPILED_SAMPLES_PER_CALL", 10 * 8)
+    monkeypatch.setattr(base, "COMPILED_WORK_PER_CALL", 10 * 8)
     res = sg.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8, deadline=1e300)
     ref = sg.fit_numpy(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, m=8)
     assert not res.timed_out

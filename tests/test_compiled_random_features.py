@@ -114,7 +114,7 @@ def test_compiled_pass_honours_the_deadline(module, monkeypatch):
     res = module.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, deadline=0.0, **size)
     assert res.timed_out and len(res.losses) == 1
     assert len(res.predictor.W) == (3 if module is dsgd else 7)
-    monkeypatch.setattr(module, "COMPILED_EVALS_PER_CALL", 20)
+    monkeypatch.setattr(base, "COMPILED_WORK_PER_CALL", 20)
     res = module.fit(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, deadline=1e300, **size)
     ref = module.fit_numpy(X, y, Coordinate(5), np.random.default_rng(0), eta=0.3, **size)
     assert not res.timed_out and len(res.losses) == 50

@@ -30,6 +30,37 @@ def out_of_time(deadline: float | None) -> bool:
     return deadline is not None and perf_counter() > deadline
 
 
+# work (samples or feature evaluations) of one call of a compiled pass between two looks at
+# the deadline
+COMPILED_WORK_PER_CALL = 1 << 22
+
+
+def compiled_rounds(
+    T: int,
+    deadline: float | None,
+    round_cost: Callable[[int], int],
+    call: Callable[[int, int], int],
+    diverged: Callable[[], bool],
+) -> tuple[int, bool]:
+    """Drive a compiled pass over rounds ``0 .. T - 1``: ``call(t, t1)`` runs rounds
+    ``t .. t1 - 1`` and returns the round it stopped at. Without a deadline one call runs them
+    all; with one, round 1 runs alone (the numpy passes look at the deadline after it), then
+    calls of about ``COMPILED_WORK_PER_CALL / round_cost(t)`` rounds, the deadline looked at
+    between them. Stops after a call that ``diverged()``. Returns ``(rounds run, timed_out)``;
+    the size of the calls changes no number."""
+    t = 0
+    while t < T:
+        if t and out_of_time(deadline):
+            return t, True
+        t1 = T
+        if deadline is not None:
+            t1 = min(T, t + (1 if t == 0 else max(1, COMPILED_WORK_PER_CALL // round_cost(t))))
+        t = call(t, t1)
+        if diverged():
+            break
+    return t, False
+
+
 def is_divergent(yhat: float) -> bool:
     """True when a prediction is non-finite or exceeds ``DIVERGENCE_BOUND`` in magnitude."""
     return not (abs(yhat) <= DIVERGENCE_BOUND)  # also True for nan

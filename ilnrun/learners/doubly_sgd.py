@@ -35,8 +35,8 @@ from .base import (
     FitResult,
     LearnerSpec,
     OnlinePass,
+    compiled_rounds,
     new_counters,
-    out_of_time,
     step_unused,
 )
 
@@ -67,10 +67,6 @@ def fit(
     return fit_numpy(X, y, fmap, rng, **kw)
 
 
-# evaluations of a compiled call between two looks at the deadline
-COMPILED_EVALS_PER_CALL = 1 << 22
-
-
 def fit_compiled(
     X: np.ndarray,
     y: np.ndarray,
@@ -97,20 +93,15 @@ def fit_compiled(
     state = np.array([1.0, 2.0])  # s, the exponent of the loss
     counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
     sigma = float(getattr(fmap, "sigma", 1.0))
-    timed_out, t = False, 0
-    while t < T:
-        if t and out_of_time(deadline):
-            timed_out = True
-            break
-        t1 = T if deadline is None else t + 1
-        if t and deadline is not None:  # rounds t .. t1 - 1 cost about k t (t1 - t) evaluations
-            t1 = min(T, t + max(1, COMPILED_EVALS_PER_CALL // (k * (t + 1))))
-        t = kernels.dsgd_rounds(
+    # round t costs about k (t + 1) evaluations
+    t, timed_out = compiled_rounds(
+        T, deadline, lambda t: k * (t + 1),
+        lambda t, t1: kernels.dsgd_rounds(
             t, t1, X, yv, etas, sigma, k, float(nu), RESCALE_BELOW, rng,
             W, b, c, psi, losses, state, counts,
-        )  # fmt: skip
-        if counts[2]:
-            break
+        ),
+        lambda: bool(counts[2]),
+    )  # fmt: skip
     diverged = bool(counts[2])
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))

@@ -26,8 +26,8 @@ from .base import (
     FitResult,
     LearnerSpec,
     OnlinePass,
+    compiled_rounds,
     new_counters,
-    out_of_time,
 )
 
 
@@ -53,10 +53,6 @@ def fit(
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
         return fit_compiled(X, y, fmap, rng, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
-
-
-# evaluations of a compiled call between two looks at the deadline
-COMPILED_EVALS_PER_CALL = 1 << 22
 
 
 def fit_compiled(
@@ -87,19 +83,14 @@ def fit_compiled(
     beta, z, losses = np.zeros(r), np.empty(r), np.empty(T)
     state = np.array([2.0])  # the exponent of the loss
     counts = np.zeros(2, dtype=np.int64)  # train_evals, diverged
-    per_call = T if deadline is None else max(1, COMPILED_EVALS_PER_CALL // r)
-    timed_out, t = False, 0
-    while t < T:
-        if t and out_of_time(deadline):
-            timed_out = True
-            break
-        t1 = min(T, t + (1 if t == 0 and deadline is not None else per_call))
-        t = kernels.fr_rounds(
+    t, timed_out = compiled_rounds(
+        T, deadline, lambda t: r,
+        lambda t, t1: kernels.fr_rounds(
             t, t1, X, yv, etas, Ws, b, inv_sqrt_r, float(lam), beta, z, losses,
             state, counts,
-        )  # fmt: skip
-        if counts[1]:
-            break
+        ),
+        lambda: bool(counts[1]),
+    )  # fmt: skip
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=len(W))
     predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)

@@ -51,8 +51,8 @@ from .base import (
     KernelExpansion,
     LearnerSpec,
     OnlinePass,
+    compiled_rounds,
     new_counters,
-    out_of_time,
     step_unused,
 )
 
@@ -132,8 +132,6 @@ def fit(
     return fit_numpy(X, y, fmap, rng, **kw)
 
 
-# rounds of a compiled call between two looks at the deadline: about this many samples
-COMPILED_SAMPLES_PER_CALL = 1 << 22
 # a round searches and gathers in parallel (threads > 1) from this many samples: below it the
 # cost of starting the threads exceeds the gain
 PARALLEL_FROM = 4096
@@ -169,24 +167,18 @@ def fit_compiled(
     counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, diverged
     kind = kernels.kind_of(fmap)
     sigma = kernels.map_sigma(kind, getattr(fmap, "sigma", 1.0))
-    per_call = T if deadline is None else max(1, COMPILED_SAMPLES_PER_CALL // max(1, m))
     blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
     if threads > 1 and m >= PARALLEL_FROM:
         blocks = kernels.set_threads(threads) * 4
-    timed_out, t = False, 0
-    while t < T:
-        if t and out_of_time(deadline):
-            timed_out = True
-            break
-        t1 = min(T, t + (1 if t == 0 and deadline is not None else per_call))
-        t = kernels.sg_rounds(
+    n, timed_out = compiled_rounds(
+        T, deadline, lambda t: max(1, m),
+        lambda t, t1: kernels.sg_rounds(
             t, t1, X, yv, etas, kind, sigma, m, 16.0 * B, -1.0 if printed_sign else 1.0,
             sampler == "systematic", RESCALE_BELOW, blocks, rng,
             a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
-        )  # fmt: skip
-        if counts[3]:
-            break
-    n = t
+        ),
+        lambda: bool(counts[3]),
+    )  # fmt: skip
     shrinks = int(counts[0])
     c = new_counters()
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
