@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: install test lint reproduce-figure1 bench clean
+.PHONY: install test test-kernels lint reproduce-figure1 bench clean
 
 install: $(STAMP)
 
@@ -18,6 +18,19 @@ $(STAMP): pyproject.toml
 
 test: install
 	MPLBACKEND=Agg $(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-kernels
+
+# The numeric tests again under two OpenBLAS kernels that every x86-64 CPU runs
+# (docs/protocol.md §9.1): the golden values hold within their tolerance, and compiled and
+# numpy code agree bit for bit, whatever kernel the CPU would pick.
+KERNELS      ?= Nehalem Sandybridge
+KERNEL_TESTS := tests/test_golden.py tests/test_compiled.py tests/test_compiled_random_features.py \
+                tests/test_estimates_compiled.py tests/test_estimators.py
+test-kernels: install
+	@for k in $(KERNELS); do \
+	  echo "OPENBLAS_CORETYPE=$$k: $(KERNEL_TESTS)"; \
+	  OPENBLAS_CORETYPE=$$k MPLBACKEND=Agg $(BIN)/python -m pytest $(KERNEL_TESTS) || exit $$?; \
+	done
 
 lint: install
 	$(BIN)/ruff check .

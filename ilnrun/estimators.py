@@ -342,6 +342,10 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
             # the estimator unchanged), seeded apart from the training pass
             rng = np.random.default_rng(self._predict_seed)
             return p.predict_estimated(X_train, X, fmap, int(self.m_test), rng)
+        if np.may_share_memory(X, X_train):
+            # K(X, X) of one buffer is BLAS's syrk, whose last bits differ from the gemm that
+            # every other X gets: a copy makes predict(X) the same numbers for equal rows
+            X = X.copy()
         out = np.empty(len(X))
         rows = max(1, KERNEL_BLOCK // max(1, len(X_train)))
         for a in range(0, len(X), rows):

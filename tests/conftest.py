@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +99,38 @@ def finished_run(tmp_path_factory) -> tuple[Path, Path, object]:
     out = base / "results"
     result = invoke(["run", cfg_path, "--out", out, "--jobs", "1"])
     return cfg_path, out, result
+
+
+# The Python calls allowed to refusing a hostile input (tests that use bounded_work): the
+# refusals measured make 0.5–200 thousand calls (the most: a run refused for its grid, which
+# plans its cells first); expanding an alias bomb or a deep nesting would make millions.
+WORK = 1_000_000
+
+
+class WorkExceeded(AssertionError):
+    """More Python function calls than a :func:`bounded_work` block allows."""
+
+
+@contextlib.contextmanager
+def bounded_work(max_calls: int) -> Iterator[list[int]]:
+    """Fail when the block makes more than ``max_calls`` Python function calls: a bound on the
+    work done that, unlike a wall-clock limit, does not depend on the machine or its load (no
+    test asserts a time). Yields a one-item list with the count so far. The block is stopped
+    by the exception where the bound is crossed, and fails at its end even where the code under
+    test caught that exception."""
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event == "call":
+            count[0] += 1
+            if count[0] > max_calls:
+                sys.setprofile(None)
+                raise WorkExceeded(f"more than {max_calls} Python calls")
+
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+    if count[0] > max_calls:
+        raise WorkExceeded(f"more than {max_calls} Python calls (the exception was caught)")

@@ -3,6 +3,7 @@ that cannot be misread, and clean stops on SIGINT / SIGTERM / a killed parent.""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shlex
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import tiny_config, write_config
+from conftest import WORK, WorkExceeded, bounded_work, tiny_config, write_config
 
 from ilnrun import cell as cellmod
 from ilnrun import datasets as D
@@ -62,11 +63,25 @@ def test_alias_bomb_is_refused_fast(tmp_path, key):
     path = _bomb(tmp_path, key)
     assert len(path.read_bytes()) < 2000
     for args in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "o")]):
-        t0 = time.monotonic()
-        res = CliRunner().invoke(main, args)
-        assert time.monotonic() - t0 < 1.0
+        with bounded_work(WORK):  # refused before the expansion: a bounded amount of work
+            res = CliRunner().invoke(main, args)
         _refused(res, str(path), "expands to more than")
     assert not (tmp_path / "o").exists()
+
+
+def test_bounded_work_fails_a_block_that_does_more(tmp_path):
+    """The bound of the refusal tests holds even where the code under test swallows the
+    exception that stops it."""
+
+    def f(n: int) -> int:
+        return n
+
+    with bounded_work(50):
+        [f(i) for i in range(10)]
+    with pytest.raises(WorkExceeded), bounded_work(50):
+        for i in range(100):
+            with contextlib.suppress(WorkExceeded):
+                f(i)
 
 
 def test_deep_nesting_and_huge_files_are_refused(tmp_path):
@@ -77,9 +92,8 @@ def test_deep_nesting_and_huge_files_are_refused(tmp_path):
     huge = tmp_path / "huge.yaml"
     huge.write_text("name: tiny\n" + "# padding\n" * 200_000)
     for path, words in ((deep, "nesting"), (nested, "nesting"), (huge, "bytes")):
-        t0 = time.monotonic()
-        res = CliRunner().invoke(main, ["validate", str(path)])
-        assert time.monotonic() - t0 < 1.0
+        with bounded_work(WORK):
+            res = CliRunner().invoke(main, ["validate", str(path)])
         _refused(res, str(path), words)
 
 
@@ -371,7 +385,7 @@ def test_workers_exit_when_the_parent_is_killed(slow_reference, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 10 and [k for k in kids if _running(k)]:
+    while time.monotonic() - t0 < 60 and [k for k in kids if _running(k)]:
         time.sleep(0.2)
     alive = [k for k in kids if _running(k)]
     assert not alive, [Path(f"/proc/{k}/cmdline").read_bytes()[:120] for k in alive]

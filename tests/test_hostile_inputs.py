@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import TINY_CELLS, tiny_config, write_config
+from conftest import TINY_CELLS, WORK, bounded_work, tiny_config, write_config
 
 import ilnrun
 from ilnrun import experiment, params
@@ -106,12 +106,11 @@ def _runs(d: Path) -> pd.DataFrame:
 )
 @pytest.mark.parametrize("value", ["bomb", "deep"])
 def test_set_values_are_bounded(config_file, key, value):
-    start = time.perf_counter()
-    res = _invoke(
-        "validate", str(config_file), "--set", f"{key}={LAUGHS if value == 'bomb' else DEEP}"
-    )
+    with bounded_work(WORK):
+        res = _invoke(
+            "validate", str(config_file), "--set", f"{key}={LAUGHS if value == 'bomb' else DEEP}"
+        )
     text = _exits(res, 2, key)
-    assert time.perf_counter() - start < 5
     assert len(text) < 1000  # the value is never rendered in full
 
 
@@ -139,9 +138,8 @@ def test_show_renders_nested_values_in_bounded_length():
     x: object = ["lol"] * 9
     for _ in range(8):
         x = [x] * 9
-    start = time.perf_counter()
-    s = params.show(x)
-    assert time.perf_counter() - start < 0.5
+    with bounded_work(WORK):
+        s = params.show(x)
     assert len(s) <= params.SHOW_CHARS
 
 
@@ -150,14 +148,12 @@ def test_api_mapping_with_shared_lists_is_refused_fast():
     for _ in range(8):
         x = [x] * 9
     cfg = tiny_config(**{"dataset.D": x})
-    start = time.perf_counter()
-    with pytest.raises(ConfigError, match="expands to more than"):
+    with bounded_work(WORK), pytest.raises(ConfigError, match="expands to more than"):
         ilnrun.run_experiment(cfg)
     cyclic: list = [1]
     cyclic.append(cyclic)
-    with pytest.raises(ConfigError):
+    with bounded_work(WORK), pytest.raises(ConfigError):
         ilnrun.run_experiment(tiny_config(**{"dataset.D": cyclic}))
-    assert time.perf_counter() - start < 5
 
 
 @pytest.mark.parametrize("command", ["plot", "report"])
@@ -173,13 +169,12 @@ def test_api_mapping_with_shared_lists_is_refused_fast():
 def test_results_files_are_read_bounded(reference, tmp_path, command, name, text):
     out = _copy(reference, tmp_path)
     (out / name).write_text(text)
-    start = time.perf_counter()
-    res = _invoke(command, str(out))
     if name == "meta.json" and command == "plot":
-        assert res.exit_code == 0  # plot does not read meta.json
+        assert _invoke(command, str(out)).exit_code == 0  # plot does not read meta.json
         return
+    with bounded_work(WORK):
+        res = _invoke(command, str(out))
     _exits(res, 2, name)
-    assert time.perf_counter() - start < 10
 
 
 def test_deep_record_and_manifest_are_refused_not_recursed(reference, tmp_path):
@@ -656,11 +651,9 @@ def test_a_run_stuck_in_compiled_code_stops_promptly(config_file, tmp_path):
         text=True,
     )
     assert proc.stdout.readline().strip() == "started"
-    start = time.perf_counter()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)  # a guard against a hang, not a measured time
     assert proc.returncode == 130, err
-    assert time.perf_counter() - start < experiment.GRACE_S + 5
     assert "Traceback" not in err and "resume" in err
 
 
