@@ -324,7 +324,8 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> dict
         old,
         cfg,
         hint="Use --extend to keep its finished cells under the changed config (added grid "
-        "points, repetitions or axis values), --fresh to discard them and start over, or --out "
+        "points, repetitions or axis values; cells that timed out under a lower "
+        "limits.cell_timeout_s run again), --fresh to discard them and start over, or --out "
         "to write elsewhere.",
     )
     return old
