@@ -414,7 +414,8 @@ def finish(
     wall: float,
 ) -> dict:
     """Evaluate a finished pass (``res``; ``None`` with ``reason`` when it raised) and build the
-    cell's record: its row of ``runs.csv``, its learning curve and its digest. Shared by every
+    cell's record: its row of ``runs.csv``, its learning curve and its digest (and, for a pass
+    that timed out, ``timeout_s``, the limit it ran under). Shared by every
     engine (the evaluation is numpy's, on the returned predictors, with the cell's evaluation
     seed)."""
     cell, evaluation = p.cell, exp.evaluation
@@ -446,7 +447,10 @@ def finish(
     )
     curve = _curve(p, res, evaluation.curve_points)
     mark_diverged(row, res, reason)
-    return {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(exp, cell)}
+    record = {"id": cell.id, "row": row, "curve": curve, "digest": record_digest(exp, cell)}
+    if res.timed_out:  # the limit it ran under: a resume under a higher one runs it again
+        record["timeout_s"] = exp.limits.cell_timeout_s
+    return record
 
 
 def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:

@@ -76,6 +76,16 @@ def _exit_stopped(code: int) -> None:
     sys.exit(code)
 
 
+def _directory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--out``: an empty path is refused (exit status 2 naming the option), never read as the
+    default directory or the current one."""
+    if value is not None and not value:
+        raise click.BadParameter(
+            "an empty path names no directory; leave --out out for the default"
+        )
+    return value
+
+
 _SET = click.option(
     "--set",
     "overrides",
@@ -108,6 +118,7 @@ def main() -> None:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=_directory,
     help="Results directory (default: results/<name>).",
 )
 @click.option(
@@ -232,7 +243,7 @@ def _run(
                 "do not apply)",
                 err=True,
             )
-    out_dir = Path(out) if out else Path("results") / cfg["name"]
+    out_dir = Path(out) if out is not None else Path("results") / cfg["name"]
     try:
         summary = run_resolved(
             cfg,
@@ -306,9 +317,10 @@ def plot(results_dir: str, formats: str) -> None:
     """Figures from a results directory: figure1 (test loss against the dataset axis with 95%
     bands, oracle dashed), learning curves, and a budget sweep when there are several budgets."""
     from .plots import plot_results
+    from .results import FIGURE_FORMATS, FIGURES
 
     fmts = [f.strip() for f in formats.split(",") if f.strip()]
-    bad = [f for f in fmts if f not in ("png", "pdf", "svg")]
+    bad = [f for f in fmts if f not in FIGURE_FORMATS]
     if bad or not fmts:
         _fail(f"--format: unsupported format(s) {bad or formats!r}; use png, pdf or svg")
     from .readers import claim_outputs
@@ -316,7 +328,7 @@ def plot(results_dir: str, formats: str) -> None:
     d = Path(results_dir)
     if not (d / "summary.csv").exists():
         _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
-    names = [f"{n}.{f}" for n in ("figure1", "curves", "budget_sweep", "regret") for f in fmts]
+    names = [f"{n}.{f}" for n in FIGURES for f in fmts]
     with _results_errors(d):
         claim_outputs(d, names, results=True)
         paths = plot_results(d, fmts)
@@ -330,6 +342,7 @@ def plot(results_dir: str, formats: str) -> None:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=_directory,
     help="Directory for REPORT.md and the figures (default: RESULTS_DIR).",
 )
 def report(results_dir: str, out: str | None) -> None:
@@ -345,7 +358,7 @@ def report(results_dir: str, out: str | None) -> None:
     ]
     if missing:
         _fail(f"{d} lacks {', '.join(missing)}; run `ilnrun run` (and `ilnrun plot`) first")
-    target = Path(out) if out else d
+    target = Path(out) if out is not None else d
     with _results_errors(d):
         same = target.exists() and target.resolve() == d.resolve()
         claim_outputs(target, ["REPORT.md", *(f"{f}.png" for f in FIGURES)], results=same)

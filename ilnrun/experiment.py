@@ -6,9 +6,15 @@ refused unless ``--fresh`` is given.
 
 Ownership: a directory ilnrun creates (or finds empty) gets a manifest, ``.ilnrun-manifest.json``,
 listing every file ilnrun writes there (tables, ``config.yaml``, ``meta.json``, and the figures and
-report of ``ilnrun plot`` / ``ilnrun report``). ``--fresh`` deletes exactly the files listed and
-refuses a non-empty directory without a manifest. No file ilnrun writes may be a symbolic link or a
-directory: such a results directory is refused before anything is written or locked.
+report of ``ilnrun plot`` / ``ilnrun report``) with the SHA-256 of the content it wrote.
+``--fresh`` deletes a listed file only when its content is still what ilnrun wrote
+(:func:`clear_owned`) and refuses a non-empty directory without a manifest. No file ilnrun writes
+may be a symbolic link or a directory: such a results directory is refused before anything is
+written or locked.
+
+Data: a resume, with or without ``--extend``, is refused when data read under the same name (a
+data file's path, a table read by name) changed content since the results were written
+(:func:`~ilnrun.datasets.identity.changed_inputs`): the kept cells would mix old and new data.
 """
 
 from __future__ import annotations
@@ -32,27 +38,41 @@ import yaml
 from . import __version__
 from . import config as C
 from .datasets import by_content, resume_views
+from .datasets.identity import changed_inputs
 from .engines import DEFAULT_ENGINE, Progress, execute
 from .results import (
     CELL_LOG,
+    FIGURE_FORMATS,
+    FIGURES,
     MANIFEST,
+    REPORT,
     CellLog,
     ManifestError,
+    Written,
     build_tables,
-    read_manifest,
+    file_entry,
+    read_written,
     record_output,
     select_modes,
     sweep_temporaries,
     write_atomic,
     write_manifest,
     write_tables,
+    written_by_ilnrun,
 )
 from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
 from .threads import threads_per_cell
 
-OUTPUTS = (CELL_LOG, "runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
+# the files every run into a directory writes whole (a resume too), and the cell log it appends to
+REWRITTEN = ("runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
+OUTPUTS = (CELL_LOG, *REWRITTEN)
 LOCK = ".lock"
 GUARDED = (*OUTPUTS, LOCK, MANIFEST)  # names that must be plain files (or absent)
+# every name ilnrun writes in a results directory: what --fresh deletes of the files a manifest
+# without digests (version 1, ilnrun 0.2.0 and earlier) lists
+KNOWN_NAMES = frozenset(
+    (*OUTPUTS, REPORT, *(f"{f}.{fmt}" for f in FIGURES for fmt in FIGURE_FORMATS))
+)
 
 
 def dataset_keys(cfg: dict) -> list[str]:
@@ -224,10 +244,11 @@ def check_files(out: Path) -> None:
             raise RunDirError(f"{p} is not a regular file; remove it or choose another --out")
 
 
-def owned_files(out: Path) -> list[str] | None:
-    """The files ilnrun wrote in ``out`` by its manifest, ``None`` if ``out`` is not ilnrun's."""
+def owned_files(out: Path) -> Written | None:
+    """The files ilnrun wrote in ``out`` by its manifest (with the digest of what it wrote),
+    ``None`` if ``out`` is not ilnrun's."""
     try:
-        return read_manifest(out)
+        return read_written(out)
     except ManifestError as exc:
         raise RunDirError(
             f"{exc}; the directory cannot be identified as ilnrun's. "
@@ -250,19 +271,21 @@ def read_config(out: Path) -> dict:
     return old
 
 
-def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> bool:
-    """Check the (existing) directory ``out``, claim it or clear it (``fresh``); return True
-    when resuming earlier work. With ``extend`` a directory of another config is resumed too
-    (a note names the changes): its finished cells whose record digest matches ``cfg`` are
-    kept, the rest run, and ``cfg`` replaces the stored config."""
+def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> dict | None:
+    """Check the (existing) directory ``out``, claim it or clear it (``fresh``); return the
+    stored config when resuming earlier work (``None`` otherwise). With ``extend`` a directory
+    of another config is resumed too (a note names the changes): its finished cells whose
+    record digest matches ``cfg`` are kept, the rest run, and ``cfg`` replaces the stored
+    config. Data that changed under the same name are refused either way
+    (:func:`check_same_data`)."""
     check_files(out)
     owned = owned_files(out)
     existing = [p for p in out.iterdir() if not p.name.startswith(".")]
     cfg_path = out / "config.yaml"
     if owned is None:
         if not existing:
-            write_manifest(out, [])  # an empty directory: ours from now on
-            return False
+            write_manifest(out, {})  # an empty directory: ours from now on
+            return None
         if fresh:
             raise RunDirError(
                 f"output directory {str(out)!r} is not empty and was not created by ilnrun "
@@ -274,24 +297,19 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> bool
                 f"output directory {str(out)!r} is not empty and holds no ilnrun results; "
                 f"choose another --out"
             )
-        _check_same_config(out, read_config(out), cfg, hint="choose another --out")
+        old = read_config(out)
+        _check_same_config(out, old, cfg, hint="choose another --out")
         # results of an earlier ilnrun without a manifest: adopt exactly its own files
-        write_manifest(out, [name for name in OUTPUTS if (out / name).exists()])
-        return True
+        write_manifest(out, {n: file_entry(out / n) for n in OUTPUTS if (out / n).exists()})
+        return old
     sweep_temporaries(out, [*owned, *OUTPUTS])
     if fresh:
-        # never the lock this run holds, whatever a (forged) manifest lists
-        doomed = [out / n for n in owned if n != LOCK and os.path.lexists(out / n)]
-        for p in doomed:
-            if p.is_dir() and not p.is_symlink():
-                raise RunDirError(f"{p} is a directory; ilnrun wrote a file there. Remove it")
-        for p in doomed:
-            p.unlink()
-        write_manifest(out, [])
-        return False
+        clear_owned(out, owned)
+        return None
     if not cfg_path.exists():
-        return False
+        return None
     old = read_config(out)
+    check_same_data(out, old, cfg)
     if extend:
         changes = config_changes(old, cfg)
         if changes:  # said even with -q: the directory's config changes
@@ -300,16 +318,75 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> bool
                 "record digest matches the new config are kept; the others run",
                 file=sys.stderr,
             )
-        return True
+        return old
     _check_same_config(
         out,
         old,
         cfg,
         hint="Use --extend to keep its finished cells under the changed config (added grid "
-        "points, repetitions or axis values), --fresh to discard them and start over, or --out "
+        "points, repetitions or axis values; cells that timed out under a lower "
+        "limits.cell_timeout_s run again), --fresh to discard them and start over, or --out "
         "to write elsewhere.",
     )
-    return True
+    return old
+
+
+def clear_owned(out: Path, owned: Written) -> None:
+    """``--fresh``: delete the files the manifest lists whose content is still what ilnrun
+    wrote (:func:`~ilnrun.results.written_by_ilnrun`; a file listed without a digest, by an
+    ilnrun that recorded none, only under a name ilnrun writes, :data:`KNOWN_NAMES`), then list
+    none. The files every run rewrites whole (:data:`REWRITTEN`: the tables, ``config.yaml``,
+    ``meta.json``) are deleted whatever their content, as a resume would replace them; a cell
+    log that is not what ilnrun wrote is refused before anything is deleted (the fresh run
+    would read it). Never the lock this run holds, never through a link. Any other file is left
+    in place, named in a note, and no longer listed."""
+    doomed, kept = [], []
+    for name, entry in sorted(owned.items()):
+        p = out / name
+        if name == LOCK or not os.path.lexists(p):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            raise RunDirError(f"{p} is a directory; ilnrun wrote a file there. Remove it")
+        if name in REWRITTEN:
+            ours = True  # check_files refused a link or a non-file under these names
+        elif entry is None:
+            ours = p.is_file() and not p.is_symlink() and name in KNOWN_NAMES
+        else:
+            ours = p.is_file() and not p.is_symlink() and written_by_ilnrun(p, entry)
+        (doomed if ours else kept).append(name)
+    if CELL_LOG in kept:
+        raise RunDirError(
+            f"{out / CELL_LOG} is not the cell log ilnrun wrote (it changed since: its content "
+            f"does not match the digest in {MANIFEST}, nor are the lines after it records "
+            "ilnrun appended); --fresh deletes only files whose content ilnrun wrote, and a "
+            "fresh run would read it. Move it away or delete it yourself, or choose another --out"
+        )
+    for name in doomed:
+        (out / name).unlink()
+    write_manifest(out, {})
+    if kept:  # said even with -q: files are left in the directory
+        print(
+            f"note: --fresh left {len(kept)} file(s) in {out} that its {MANIFEST} lists but whose "
+            f"content is not what ilnrun wrote (changed since, or listed without a digest): "
+            f"{bounded_repr(kept, 300)}; they are no longer counted as ilnrun's",
+            file=sys.stderr,
+        )
+
+
+def check_same_data(out: Path, old: dict, cfg: dict) -> None:
+    """Refuse to resume ``out`` (exit status 2), with or without ``--extend``, when data read
+    under the same name — a data file's path, a table read by name (plotnine, openml,
+    diabetes) — changed content since its results were written: every kept cell would carry
+    the old data's numbers beside cells of the new data."""
+    changed = changed_inputs(old, cfg)
+    if changed:
+        raise RunDirError(
+            f"{out} holds results computed from other data than the config reads now:\n"
+            + "\n".join(changed)
+            + "\nNeither a resume nor --extend mixes cells of the two. Use --fresh to discard "
+            "the results and start over, --out to write elsewhere, or restore the data the "
+            "results were computed from to resume."
+        )
 
 
 def config_changes(old: dict, cfg: dict) -> str:
@@ -424,9 +501,11 @@ CPU_JAX_NOTE = (
 
 
 def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False) -> dict:
-    resumed = prepare_dir(out, cfg, fresh, extend)
+    stored = prepare_dir(out, cfg, fresh, extend)
+    resumed = stored is not None
     meta_path = out / "meta.json"
-    first_start = _first_start(meta_path) if resumed else None
+    previous = _previous_meta(meta_path) if resumed else {}
+    first_start = _first_start(previous)
     older = _older_version(meta_path) if resumed else None
     if older is not None:  # said even with -q: the directory's provenance changes
         print(older_version_note(older, out), file=sys.stderr)
@@ -442,17 +521,10 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False
         )
     record_output(log.path)
     done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
-    if log.corrupt:
-        print(
-            f"warning: skipped {log.corrupt} corrupt line(s) in {log.path}; their cells run again",
-            file=sys.stderr,
-        )
-    if log.ignored:
-        print(
-            f"warning: ignored {log.ignored} records of another config in {log.path} "
-            f"(other seed, feature map, data or evaluation); their cells run again",
-            file=sys.stderr,
-        )
+    late = rerun_timed_out(done, cfg.limits.cell_timeout_s, stored_timeout(stored or {}))
+    for cell_id in late:
+        del done[cell_id]
+    log_notes(log, len(late), cfg.limits.cell_timeout_s, previous.get("cells_left_out"))
     pending = [c for c in all_cells if c.id not in done]
     meta = {
         "ilnrun_version": __version__,
@@ -462,6 +534,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False
         "end": None,
         "cells": len(all_cells),
         "cells_resumed": len(done),
+        "cells_left_out": log.left_out,
         "jobs": jobs,
         "threads_per_cell": threads_per_cell(),
         "backend": backend,
@@ -509,6 +582,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False
                 list(done.values()), order, dataset_keys(cfg), modes
             )
             write_tables(out, runs, summary, curves)
+            record_output(log.path)  # the log's content now, for --fresh to recognize
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             write_atomic(meta_path, json.dumps(meta, indent=2))
             if stop_requested() is not None:
@@ -565,10 +639,11 @@ def _compiled_kernels() -> bool:
     return shrinking_gradient_kernels.available()
 
 
-def _first_start(meta_path: Path) -> str | None:
-    """When the first run into the directory started, from an earlier ``meta.json``."""
+def _previous_meta(meta_path: Path) -> dict:
+    """The ``meta.json`` of the run before this one (empty when there is none); exit status 2
+    when it is unreadable."""
     if not meta_path.exists():
-        return None
+        return {}
     try:
         old = load_json(meta_path)
     except (OSError, ValueError, YamlLimitError):
@@ -578,5 +653,79 @@ def _first_start(meta_path: Path) -> str | None:
             f"{meta_path} is unreadable; use --fresh to discard the results in "
             f"{meta_path.parent}, or choose another --out"
         )
-    first = old.get("first_start", old.get("start"))
+    return old
+
+
+def _first_start(previous: dict) -> str | None:
+    """When the first run into the directory started, from the earlier ``meta.json``."""
+    first = previous.get("first_start", previous.get("start"))
     return first if isinstance(first, str) and len(first) <= 64 else None
+
+
+def _limit(v: object) -> float | None:
+    """A time limit as stored (a positive number), else ``None`` (none, or unreadable)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return float(v) if ok else None
+
+
+def stored_timeout(stored: dict) -> float | None:
+    """``limits.cell_timeout_s`` of a stored config (the one the directory ran under before
+    this run), ``None`` when it has none or it cannot be read."""
+    limits = stored.get("limits")
+    return _limit(limits.get("cell_timeout_s")) if isinstance(limits, dict) else None
+
+
+def rerun_timed_out(done: dict[str, dict], limit: float | None, before: float | None) -> list[str]:
+    """The ids of the records in ``done`` that timed out under a lower time limit than
+    ``limit`` (``None``: no limit): their cells run again under it. A record names the limit it
+    ran under (``timeout_s``); one written before records did is taken to have run under
+    ``before``, the stored config's limit (a timed-out record whose limit is unknown runs again
+    only when the config now sets none)."""
+    late = []
+    for cell_id, rec in done.items():
+        if rec["row"].get("timed_out") is not True:
+            continue
+        ran = _limit(rec["timeout_s"]) if "timeout_s" in rec else before
+        if limit is None or (ran is not None and limit > ran):
+            late.append(cell_id)
+    return late
+
+
+def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before: object) -> None:
+    """What reading the cell log found, on stderr (said even with ``-q``: they concern what the
+    tables hold): corrupt lines, records whose values changed and records of another config
+    (their cells run again), cells that timed out under a lower limit (they run again), and —
+    only when their number changed since the last run — the cells the config no longer has."""
+    where = log.path
+    if log.corrupt:
+        print(
+            f"warning: skipped {log.corrupt} corrupt line(s) in {where}; their cells run again",
+            file=sys.stderr,
+        )
+    if log.altered:
+        print(
+            f"warning: skipped {log.altered} record(s) in {where} whose values changed since "
+            "they were written (their values_sha256 does not match); their cells run again",
+            file=sys.stderr,
+        )
+    if log.ignored:
+        print(
+            f"warning: ignored {log.ignored} records of another config in {where} "
+            f"(other seed, feature map, data or evaluation); their cells run again",
+            file=sys.stderr,
+        )
+    if timed_out:
+        now = "no limit" if limit is None else f"limits.cell_timeout_s = {limit:g}"
+        print(
+            f"note: {timed_out} cell(s) that timed out under a lower limits.cell_timeout_s run "
+            f"again under {now}; their earlier records stay in {where}, out of the tables",
+            file=sys.stderr,
+        )
+    before = left_out_before if isinstance(left_out_before, int) else 0
+    if log.left_out and log.left_out != before:
+        print(
+            f"note: {log.left_out} cell(s) recorded in {where} are not cells of the config (grid "
+            "points, repetitions or axis values it no longer has): left out of the tables, kept "
+            f"in {CELL_LOG}",
+            file=sys.stderr,
+        )

@@ -19,7 +19,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .results import MANIFEST, ManifestError, read_manifest, sweep_temporaries, write_manifest
+from .results import (
+    MANIFEST,
+    ManifestError,
+    file_entry,
+    read_manifest,
+    sweep_temporaries,
+    write_manifest,
+)
 from .safe_yaml import YamlLimitError, load_bounded, load_json, read_capped
 
 MAX_TABLE_BYTES = 1 << 30  # 1 GiB
@@ -131,12 +138,13 @@ def claim_outputs(directory: Path, names: list[str], results: bool) -> None:
     if owned is None:
         entries = [p for p in directory.iterdir() if p.name != ".lock"]
         if not entries:
-            write_manifest(directory, [])
+            write_manifest(directory, {})
             return
         if results and (directory / "config.yaml").is_file():
             return  # results of an earlier ilnrun, written before manifests existed
         if _earlier_report(directory, names):  # adopt exactly the files a report writes
-            write_manifest(directory, [n for n in names if (directory / n).is_file()])
+            adopted = [n for n in names if (directory / n).is_file()]
+            write_manifest(directory, {n: file_entry(directory / n) for n in adopted})
             return
         raise ResultsError(
             f"{directory} is not empty and was not created by ilnrun (no {MANIFEST}); "

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -85,6 +86,16 @@ def int_columns() -> list[str]:
 
 
 MANIFEST = ".ilnrun-manifest.json"
+MANIFEST_VERSION = 2  # 2: each file's SHA-256 and size under ``written``; 1: names only
+
+# the figures ``ilnrun plot`` writes (``<name>.<format>``) and the report ``ilnrun report`` writes
+FIGURES = ("figure1", "curves", "budget_sweep", "regret")
+FIGURE_FORMATS = ("png", "pdf", "svg")
+REPORT = "REPORT.md"
+
+# name -> {"sha256", "bytes"} of the content ilnrun wrote, or None for a file a manifest of
+# version 1 lists (written by an ilnrun that recorded no digest)
+Written = dict[str, dict | None]
 
 
 class ManifestError(Exception):
@@ -94,8 +105,9 @@ class ManifestError(Exception):
 def write_atomic_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and
     ``os.replace``; a failed write leaves neither a partial ``path`` nor a temporary file.
-    A symlink at ``path`` is replaced by the file, never followed. The file is then recorded
-    in the directory's manifest when the directory is ilnrun's (see :func:`record_output`)."""
+    A symlink at ``path`` is replaced by the file, never followed. The file and the digest of
+    ``data`` are then recorded in the directory's manifest when the directory is ilnrun's (see
+    :func:`record_output`)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -107,7 +119,7 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
         if os.path.lexists(tmp):
             os.unlink(tmp)
     if path.name != MANIFEST:
-        record_output(path)
+        record_output(path, data)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -131,7 +143,16 @@ def copy_atomic(src: Path, dst: Path) -> None:
 def read_manifest(directory: Path) -> list[str] | None:
     """The names of the files ilnrun wrote in ``directory``, or ``None`` when the directory
     holds no manifest (it is not ilnrun's). Raises :class:`ManifestError` when the manifest is
-    a symlink, not a file, or not a list of plain file names."""
+    a symlink, not a file, or not a list of plain file names (:func:`read_written`)."""
+    written = read_written(directory)
+    return None if written is None else sorted(written)
+
+
+def read_written(directory: Path) -> Written | None:
+    """What the manifest of ``directory`` says ilnrun wrote there: each file's name with the
+    SHA-256 and size of the content written (``None`` for a file listed by a manifest of
+    version 1, which recorded names only); ``None`` when there is no manifest. Raises
+    :class:`ManifestError` when the manifest is a symlink, not a file, or malformed."""
     path = Path(directory) / MANIFEST
     if not os.path.lexists(path):
         return None
@@ -144,7 +165,24 @@ def read_manifest(directory: Path) -> list[str] | None:
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list) or not all(_plain_name(f) for f in files):
         raise ManifestError(f"{path} is not an ilnrun manifest")
-    return files
+    entries = doc.get("written", {})
+    if not isinstance(entries, dict) or not all(
+        name in files and _entry_ok(e) for name, e in entries.items()
+    ):
+        raise ManifestError(f"{path} is not an ilnrun manifest (its digests are malformed)")
+    return {name: entries.get(name) for name in files}
+
+
+def _entry_ok(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and set(entry) == {"sha256", "bytes"}
+        and isinstance(entry["sha256"], str)
+        and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]) is not None
+        and isinstance(entry["bytes"], int)
+        and not isinstance(entry["bytes"], bool)
+        and entry["bytes"] >= 0
+    )
 
 
 def _plain_name(name: object) -> bool:
@@ -157,10 +195,65 @@ def _plain_name(name: object) -> bool:
     )
 
 
-def write_manifest(directory: Path, files: list[str]) -> None:
-    """Mark ``directory`` as ilnrun's, listing ``files`` (names inside it) as written by ilnrun."""
-    doc = {"ilnrun": 1, "files": sorted(set(files))}
+def write_manifest(directory: Path, written: Written | list[str]) -> None:
+    """Mark ``directory`` as ilnrun's, listing the files of ``written`` (names inside it) with
+    the digest of the content ilnrun wrote (:func:`content_entry`; ``None``, or a plain list of
+    names: unknown, as a manifest of version 1 lists them)."""
+    if isinstance(written, list):
+        written = dict.fromkeys(written)
+    doc = {
+        "ilnrun": MANIFEST_VERSION,
+        "files": sorted(written),
+        "written": {n: e for n, e in sorted(written.items()) if e is not None},
+    }
     write_atomic_bytes(Path(directory) / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def content_entry(data: bytes) -> dict:
+    """The manifest's record of content ilnrun wrote: its SHA-256 and size."""
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def file_entry(path: Path) -> dict:
+    """:func:`content_entry` of the file ``path`` as it is now (read in chunks; an absent file
+    is empty)."""
+    h, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        pass
+    return {"sha256": h.hexdigest(), "bytes": size}
+
+
+def written_by_ilnrun(path: Path, entry: dict) -> bool:
+    """Whether the file ``path`` holds the content its manifest ``entry`` records. The cell log
+    may have grown since (records are appended without rewriting the manifest): it is ilnrun's
+    when its first ``bytes`` bytes match and every complete line after them is a record whose
+    value digest verifies (a torn last line allowed)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            left = entry["bytes"]
+            while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+                h.update(chunk)
+                left -= len(chunk)
+            if left > 0 or h.hexdigest() != entry["sha256"]:
+                return False
+            if path.name != CELL_LOG:
+                return not fh.read(1)
+            while line := fh.readline(MAX_RECORD_BYTES + 1):
+                if not line.endswith(b"\n"):
+                    return len(line) <= MAX_RECORD_BYTES  # a torn last record
+                rec = _parse_record(line)
+                if rec is None or VALUES_KEY not in rec or not values_verify(rec):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def _temporary_pattern(names: list[str]) -> re.Pattern:
@@ -191,40 +284,55 @@ def sweep_temporaries(directory: Path, names: list[str], min_age_s: float = 0.0)
     return removed
 
 
-def record_output(path: Path) -> None:
-    """Add ``path``'s name to the manifest of its directory when that directory is ilnrun's (a
+def record_output(path: Path, data: bytes | None = None) -> None:
+    """Record ``path``'s name and the digest of its content (``data`` as just written, else the
+    file as it is now) in the manifest of its directory when that directory is ilnrun's (a
     directory without a manifest, or with a broken one, is left alone)."""
     path = Path(path)
     try:
-        files = read_manifest(path.parent)
+        written = read_written(path.parent)
     except ManifestError:
         return
-    if files is not None and path.name not in files:
-        write_manifest(path.parent, [*files, path.name])
+    if written is None:
+        return
+    entry = content_entry(data) if data is not None else file_entry(path)
+    if path.name not in written or written[path.name] != entry:
+        write_manifest(path.parent, {**written, path.name: entry})
 
 
 class CellLog:
     """Append-only log of finished cells (``cells.jsonl``).
 
     After :meth:`read`, ``corrupt`` counts the lines that are not a well-formed record (bad JSON
-    or bytes, not an object, missing or mistyped ``id`` / ``row`` / ``curve``) and ``ignored``
-    the well-formed records that belong to no cell of the expected config."""
+    or bytes, not an object, missing or mistyped ``id`` / ``row`` / ``curve``); the other
+    counts concern records whose cell has no record that is kept, so a record superseded by a
+    later one of the same cell (its cell ran again) is counted once, not on every resume:
+    ``altered`` the records whose values no longer match their value digest
+    (:func:`values_verify`), ``ignored`` the records of another config (their digest differs
+    from the cell's), and ``left_out`` the cells that are not cells of the config."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / CELL_LOG
         self.corrupt = 0
+        self.altered = 0
         self.ignored = 0
+        self.left_out = 0
 
     def read(self, repair: bool = False, digests: dict[str, str] | None = None) -> dict[str, dict]:
-        """Records by cell id. A torn last line (a write cut short) is never returned; with
-        ``repair`` it is also cut off the log (by writing a new file: the old inode, which a
-        hard link may share, is never written), so that later appends start on a fresh line.
-        Malformed lines anywhere, lines over :data:`MAX_RECORD_BYTES` and records whose columns
-        have the wrong types are skipped (counted in ``corrupt``). With ``digests`` (cell id
-        -> :func:`ilnrun.config.record_digest`) only records whose id is a key and whose
-        ``digest`` matches are returned; the others are counted in ``ignored``."""
+        """Records by cell id (a later record of a cell replaces an earlier one). A torn last
+        line (a write cut short) is never returned; with ``repair`` it is also cut off the log
+        (by writing a new file: the old inode, which a hard link may share, is never written),
+        so that later appends start on a fresh line. Malformed lines anywhere, lines over
+        :data:`MAX_RECORD_BYTES` and records whose columns have the wrong types are skipped
+        (counted in ``corrupt``), as are records whose values changed since they were written
+        (``altered``). With ``digests`` (cell id -> :func:`ilnrun.config.record_digest`) only
+        records whose id is a key and whose ``digest`` matches are returned; the others are
+        counted in ``ignored`` (another digest) or ``left_out`` (another id)."""
         out: dict[str, dict] = {}
-        self.corrupt = self.ignored = 0
+        self.corrupt = self.altered = self.ignored = self.left_out = 0
+        altered: list[str] = []
+        ignored: list[str] = []
+        left_out: set[str] = set()
         if not os.path.lexists(self.path):
             return out
         end = 0  # bytes up to the end of the last whole line
@@ -249,10 +357,17 @@ class CellLog:
                 rec = _parse_record(line)
                 if rec is None:
                     self.corrupt += 1
-                elif digests is not None and digests.get(rec["id"]) != rec.get("digest"):
-                    self.ignored += 1
+                elif digests is not None and rec["id"] not in digests:
+                    left_out.add(rec["id"])
+                elif not values_verify(rec):
+                    altered.append(rec["id"])
+                elif digests is not None and digests[rec["id"]] != rec.get("digest"):
+                    ignored.append(rec["id"])
                 else:
                     out[rec["id"]] = rec
+        self.altered = sum(1 for i in altered if i not in out)
+        self.ignored = sum(1 for i in ignored if i not in out)
+        self.left_out = len(left_out)
         if repair and end < os.path.getsize(self.path):
             with open(self.path, "rb") as fh:
                 kept = fh.read(end)
@@ -275,10 +390,11 @@ class CellLog:
         return True
 
     def append(self, record: dict) -> None:
-        """Append one record with a single ``write`` (a kill leaves it whole or torn, never
-        interleaved). A log that a hard link shares is first detached (:meth:`detach`): ilnrun
-        never writes into a file that also lives outside the results directory."""
-        line = (json.dumps(record, allow_nan=True) + "\n").encode()
+        """Append one record, sealed with its value digest (:func:`seal`), with a single
+        ``write`` (a kill leaves it whole or torn, never interleaved). A log that a hard link
+        shares is first detached (:meth:`detach`): ilnrun never writes into a file that also
+        lives outside the results directory."""
+        line = (json.dumps(seal(record), allow_nan=True) + "\n").encode()
         for _ in range(2):
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             try:
@@ -289,6 +405,31 @@ class CellLog:
                 os.close(fd)
             self.detach()
         raise OSError(f"{self.path} keeps more than one hard link; ilnrun will not append to it")
+
+
+VALUES_KEY = "values_sha256"  # a record's digest of its own values (id, row, curve, digest, ...)
+
+
+def values_digest(record: dict) -> str:
+    """SHA-256 of a record's values (every key but :data:`VALUES_KEY`), over their canonical
+    JSON (sorted keys, no spaces): a changed digit anywhere in the record changes it."""
+    body = {k: v for k, v in record.items() if k != VALUES_KEY}
+    text = json.dumps(body, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(record: dict) -> dict:
+    """``record`` as it reads back from the log (JSON values) with its value digest added."""
+    body = json.loads(json.dumps(record, allow_nan=True))
+    body.pop(VALUES_KEY, None)
+    return {**body, VALUES_KEY: values_digest(body)}
+
+
+def values_verify(record: dict) -> bool:
+    """Whether a record's values are those it was written with: its :data:`VALUES_KEY` matches
+    :func:`values_digest`. A record written before records carried the digest (ilnrun 0.2.0 and
+    earlier) has none and is accepted as before."""
+    return VALUES_KEY not in record or record[VALUES_KEY] == values_digest(record)
 
 
 MAX_RECORD_BYTES = 16 << 20  # one cells.jsonl line
@@ -357,6 +498,7 @@ def _parse_record(line: bytes) -> dict | None:
         and isinstance(rec.get("row"), dict)
         and isinstance(rec.get("curve"), dict)
         and isinstance(rec.get("digest", ""), str)
+        and isinstance(rec.get(VALUES_KEY, ""), str)
         and rec["row"].get("cell_id") == rec["id"]
         and all(isinstance(v, _SCALARS) for v in rec["row"].values())
         and _row_ok(rec["row"])

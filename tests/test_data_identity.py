@@ -108,6 +108,41 @@ def test_a_changed_openml_cache_is_refused_on_resume_naming_the_key(tmp_path):
     _refused(invoke(["run", path, "--out", out, "-q"]), "inputs.openml:ilnrun-toy@1.sha256")
 
 
+def test_extend_refuses_data_changed_under_the_same_name(tmp_path):
+    """B8: an OpenML cache changed under the same name, id and shape, and a config with one
+    more repetition: --extend (like a plain resume) is refused naming the table, without
+    advising --extend, and nothing in the directory changes; --fresh then runs every cell."""
+    pytest.importorskip("sklearn")
+    home = tmp_path / "cache"
+    _openml(home)
+    ds = {"kind": "openml", "name": "ilnrun-toy", "data_home": str(home), "T": 40, "n_val": 30}
+    out = tmp_path / "results"
+    path = write_config(tmp_path / "c.yaml", _config(ds))
+    assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
+    _openml(home, shift=0.5)  # the same name, id and shape, other labels
+    more = write_config(tmp_path / "more.yaml", {**_config(ds), "repetitions": 2})
+    log = (out / "cells.jsonl").read_bytes()
+    for config, extra in ((more, ["--extend"]), (path, [])):
+        res = invoke(["run", config, "--out", out, "-q", "--jobs", "1", *extra])
+        _refused(res, "inputs.openml:ilnrun-toy@1.sha256", "--fresh")
+        assert "Use --extend" not in res.output
+    assert (out / "cells.jsonl").read_bytes() == log
+    res = invoke(["run", more, "--out", out, "-q", "--jobs", "1", "--fresh"])
+    assert res.exit_code == 0, res.output
+    assert _meta(out)["cells_resumed"] == 0 and _meta(out)["cells"] == 4
+
+
+def test_extend_refuses_a_data_file_changed_in_place(tmp_path):
+    _csv(tmp_path / "t.csv")
+    path, out = _file_config(tmp_path, "t.csv"), tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
+    _csv(tmp_path / "t.csv", seed=1)
+    where = str((tmp_path / "t.csv").resolve())
+    cfg = yaml.safe_load(path.read_text())
+    more = write_config(tmp_path / "more.yaml", {**cfg, "repetitions": 2})
+    _refused(invoke(["run", more, "--out", out, "-q", "--extend"]), f"inputs.{where}.sha256")
+
+
 def test_table_identity_is_the_content():
     t = {"a": np.arange(3.0), "b": np.ones(3)}
     same = {"a": np.arange(3.0), "b": np.ones(3)}

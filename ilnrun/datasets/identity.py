@@ -3,7 +3,9 @@ its bytes (read in chunks of :data:`CHUNK` bytes, after its suffix and size are 
 huge file is refused before a byte is read), a table read by name by the SHA-256 of its content
 (:func:`~ilnrun.datasets.tables.table_identity`). Both are recorded under the resolved config's
 ``inputs``; a resume compares configs by content (:func:`by_content`): a data file moved or
-renamed with the same bytes is the same config, a changed one is not.
+renamed with the same bytes is the same config, a changed one is not, and data read under the
+same name with other content (:func:`changed_inputs`) are never resumed, not even with
+``--extend``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from ..safe_yaml import bounded_repr
 from .base import DataError
 from .reader import check_table_file
 
@@ -76,3 +79,27 @@ def resume_views(old: dict, new: dict) -> tuple[dict, dict]:
     if inputs:
         new["inputs"] = inputs
     return old, new
+
+
+def changed_inputs(old: dict, new: dict) -> list[str]:
+    """The data read under the same name — a data file's path, a table's name such as
+    ``plotnine:mpg`` — whose content differs between the stored config ``old`` and ``new``, a
+    line each (``inputs.<name>.sha256``, both digests and sizes). Data that ``old`` does not
+    record (results written before tables read by name were hashed) are not compared."""
+    before, now = old.get("inputs"), new.get("inputs") or {}
+    if not isinstance(before, dict):
+        return []
+    lines = []
+    for key in sorted(k for k in now if k in before):
+        a, b = before[key], now[key]
+        if not isinstance(b, dict) or (isinstance(a, dict) and a.get("sha256") == b["sha256"]):
+            continue
+        was = (
+            f"{bounded_repr(a.get('sha256'), 80)} ({bounded_repr(a.get('bytes'), 30)} bytes)"
+            if isinstance(a, dict)
+            else bounded_repr(a, 80)
+        )
+        lines.append(
+            f"  inputs.{key}.sha256: {was} in the results, {b['sha256']!r} ({b['bytes']} bytes) now"
+        )
+    return lines
