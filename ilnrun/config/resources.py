@@ -404,14 +404,17 @@ def _estimate_key(setting: dict, method: str, hyper: dict | None, per_round: int
     return json.dumps([setting, method, hyper, per_round], sort_keys=True, default=str)
 
 
+def cell_estimates(cfg, cells: list | None = None) -> dict[str, CellEstimate]:
+    """Each cell's estimate (by cell id)."""
+    cells = grid.cells(cfg) if cells is None else cells
+    by_key = {_estimate_key(e.setting, e.method, e.hyper, e.per_round): e for e in estimates(cfg)}
+    return {c.id: by_key[_estimate_key(c.data, c.method, c.hyper, c.per_round)] for c in cells}
+
+
 def cell_bytes(cfg, cells: list | None = None) -> dict[str, int]:
     """Bytes of the process running each cell (by cell id): its estimate's
     :attr:`CellEstimate.worker`."""
-    cells = grid.cells(cfg) if cells is None else cells
-    worker = {
-        _estimate_key(e.setting, e.method, e.hyper, e.per_round): e.worker for e in estimates(cfg)
-    }
-    return {c.id: worker[_estimate_key(c.data, c.method, c.hyper, c.per_round)] for c in cells}
+    return {i: e.worker for i, e in cell_estimates(cfg, cells).items()}
 
 
 @dataclass(frozen=True)
@@ -593,6 +596,11 @@ def summary_lines(cfg, jobs: int = 1) -> list[str]:
     cpu = int(cfg["repetitions"]) * (sum(e.seconds for e in est) + once)
     cells = grid.cells(cfg)
     sched = schedule(cfg, jobs, cells)
+    # the cells run one at a time add their whole time; the others share the jobs workers
+    alone = sum(
+        e.seconds for i, e in cell_estimates(cfg, cells).items() if i in sched.one_at_a_time
+    )
+    wall = alone + (cpu - alone) / jobs
     lines.append(
         f"cells: {len(cells)}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
         f"{largest['evaluations']:,} training evaluations; with --jobs {jobs}: "
@@ -605,6 +613,6 @@ def summary_lines(cfg, jobs: int = 1) -> list[str]:
             else ""
         )
         + f"; all {n_cells} cells: ~{duration(cpu)} of CPU time"
-        + (f", ~{duration(cpu / jobs)} with --jobs {jobs}" if jobs > 1 else "")
+        + (f", ~{duration(wall)} with --jobs {jobs}" if jobs > 1 else "")
     )
     return lines
