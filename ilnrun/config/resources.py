@@ -18,14 +18,18 @@ from building a dataset. One worker process running one cell holds (bytes, float
   evaluation of a feature expansion, and the regret's eigendecomposition (the ``T x T`` route:
   four more ``T x T`` matrices; the primal route: ``p x p`` ones).
 
-``jobs`` workers hold that at once (each its own cache), besides the parent process.
-:func:`check` refuses a config whose estimate exceeds ``limits.max_memory_gb`` (default: 80% of
-this machine's memory) and names the stage that dominates and the key that shrinks it.
+``jobs`` workers hold that at once (each its own cache), besides the parent process; a cell of
+which ``jobs`` at once would exceed ``limits.max_memory_gb`` (default: 80% of this machine's
+memory) runs one at a time, in the parent, before the others (:class:`Schedule`), so a big cell
+is counted once, not once per worker. :func:`check` refuses a run whose peak exceeds the limit
+(a cell too big even alone) and names the stage that dominates and the key that shrinks it.
 
 Times are rough (a factor of a few either way): a learner's pass costs ``s_round T + s_op ops``
 with ``ops`` from its cost formula (evaluations times numbers per drawn parameter, kernel values
 times ``D``, factorization flops) and constants measured on one core of the project's 2-core
-x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`).
+x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`; the batch
+references' LAPACK flops at :data:`ilnrun.learners.base.SECONDS_PER_LAPACK_FLOP`, within x2 of
+fits measured at three sizes: tests/test_estimates.py).
 """
 
 from __future__ import annotations
