@@ -337,7 +337,7 @@ def new_counters() -> dict[str, int]:
 # (kernel ridge at T = 2 000 / 6 000 / 12 000, Nyström at (T, rank) = (5 000, 500) /
 # (20 000, 1 000) / (40 000, 2 000), relu, d = 8: the table ``BATCH_FITS_MEASURED`` in
 # tests/test_estimates.py): every estimate within x1.4 of it (kernel ridge x0.73-0.81, Nyström
-# x1.25-1.3; the test asks for x2). 2e-11 s is 50 Gflop/s, one core's FMA peak in gemm.
+# x1.25-1.38; the test asks for x2). 2e-11 s is 50 Gflop/s, one core's FMA peak in gemm.
 SECONDS_PER_LAPACK_FLOP = 2e-11
 
 
