@@ -172,8 +172,21 @@ def run_resolved(
     jobs = check_run_args(jobs, backend, scheduler, fresh, quiet, extend=extend)
     from .config.resources import check_run
 
-    check_run(cfg, jobs, backend, scheduler)  # jobs workers at once: refused before any work
-    kw = dict(jobs=jobs, fresh=fresh, quiet=quiet, config_path=config_path, extend=extend)
+    # jobs workers at once: refused before any work; the cells too big to run jobs at once
+    # run one at a time
+    alone = check_run(cfg, jobs, backend, scheduler)
+    if alone and not quiet:
+        from .config.resources import one_at_a_time_note
+
+        print(one_at_a_time_note(cfg, alone, jobs), file=sys.stderr)
+    kw = dict(
+        jobs=jobs,
+        fresh=fresh,
+        quiet=quiet,
+        config_path=config_path,
+        extend=extend,
+        one_at_a_time=alone,
+    )
     if backend == "dask":
         from .distributed import dask_client
 

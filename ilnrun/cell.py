@@ -118,6 +118,12 @@ def instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
     return inst
 
 
+def forget_instances() -> None:
+    """Drop this process's cached dataset instances (after it ran cells too big to share the
+    memory with the workers that run the others)."""
+    _CACHE.clear()
+
+
 def make_instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
     """Build the dataset instance of ``cell`` (root seed ``seed``) and its feature map (no
     cache)."""

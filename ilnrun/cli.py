@@ -401,7 +401,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     cells = C.cells(cfg)
     jobs = max(1, min(resources.workers(cfg, jobs), len(cells)))
     problems: list = []
-    resources.check(cfg, problems, jobs=jobs, n_cells=len(cells))
+    resources.check(cfg, problems, jobs=jobs, cells=cells)
     if problems:
         _fail([f"{p}: {m}" for p, m in problems])
     Ts = sorted({c.data["T"] for c in cells})

@@ -372,7 +372,7 @@ def _signature(spec: LearnerSpec) -> tuple[list[tuple[str, Any]], list[tuple[str
     """``(positional, keyword-only)`` parameters with their defaults, refusing a name clash."""
     fmap_params = _map_params()
     positional = [(spec.budget.name, spec.budget.default)] if spec.budget is not None else []
-    keyword_only = [(p.name, p.default) for p in spec.params]
+    keyword_only = [(p.name, spec.estimator_defaults.get(p.name, p.default)) for p in spec.params]
     own = [n for n, _ in positional + keyword_only]
     common = list(COMMON.items())  # feature_map first, then its maps' parameters, then the rest
     keyword_only += [(n, d) for n, (d, _) in common[:1]]

@@ -452,9 +452,11 @@ def run(
     quiet: bool = False,
     config_path: str | None = None,
     extend: bool = False,
+    one_at_a_time: frozenset[str] = frozenset(),
 ) -> dict:
     """Run every unfinished cell of ``cfg`` (an experiment) into ``out`` (``extend``:
-    :func:`prepare_dir`); write the tables; return a
+    :func:`prepare_dir`; ``one_at_a_time``: the ids of the cells too big to run ``jobs`` at
+    once, :func:`ilnrun.config.resources.check_run`); write the tables; return a
     short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
     if out.exists() and not out.is_dir():
@@ -465,7 +467,9 @@ def run(
     except OSError as exc:
         raise RunDirError(f"cannot use output directory {str(out)!r}: {exc.strerror}") from None
     with _exclusive(out):
-        return _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend)
+        return _run_locked(
+            cfg, out, jobs, backend, fresh, quiet, config_path, extend, one_at_a_time
+        )
 
 
 @contextmanager
@@ -500,7 +504,9 @@ CPU_JAX_NOTE = (
 )
 
 
-def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False) -> dict:
+def _run_locked(
+    cfg, out, jobs, backend, fresh, quiet, config_path, extend=False, one_at_a_time=frozenset()
+) -> dict:
     stored = prepare_dir(out, cfg, fresh, extend)
     resumed = stored is not None
     meta_path = out / "meta.json"
@@ -574,7 +580,7 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False
 
     try:
         with _stop_on_signals(out):
-            execute(cfg, pending, jobs, backend, on_record)
+            execute(cfg, pending, jobs, backend, on_record, one_at_a_time)
             if stop_requested() is not None:
                 raise _Stop(stop_requested())
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)

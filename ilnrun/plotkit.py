@@ -90,6 +90,7 @@ def spread(values: list[Any], cap: int) -> list[Any]:
 
 
 MIN_WIDTH = 8.0  # inches: room for the suptitle and the legend over a single panel
+LEGEND_MARGIN = 0.2  # inches of the figure's width left beside the legend
 
 
 def grid(n: int, ncols: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Axes]]:
@@ -196,15 +197,31 @@ def finish(fig: Figure, axes: list[Axes], title: str) -> None:
             handles.setdefault(label, h)
     known = [s["label"] for s in styles().values()]
     order = [k for k in known if k in handles] + [k for k in handles if k not in known]
-    if order:
-        ncol = min(len(order), max(2, int(width / 4.6)))  # long labels: about 4.6 in each
-        fig.legend(
+    if not order:
+        return
+    # long labels: about 4.6 in each column; fewer columns while the legend is wider than the
+    # figure (the saved figure would cut its sides, line and marker samples first), the figure
+    # taller by the rows this adds (the panels keep their height), and a figure widened to a
+    # one-column legend that is still wider
+    renderer = fig._get_renderer()
+    room = fig.bbox.width - LEGEND_MARGIN * fig.dpi
+    first_height = None
+    for ncol in range(min(len(order), max(2, int(width / 4.6))), 0, -1):
+        legend = fig.legend(
             [handles[k] for k in order],
             order,
             loc="outside lower center",
             ncol=ncol,
             fontsize="medium" if width >= 9 else "small",
         )
+        extent = legend.get_window_extent(renderer)
+        first_height = extent.height if first_height is None else first_height
+        if extent.width <= room or ncol == 1:
+            break
+        legend.remove()
+    fig.set_figheight(fig.get_figheight() + (extent.height - first_height) / fig.dpi)
+    if extent.width > room:
+        fig.set_figwidth(width + (extent.width - room) / fig.dpi)
 
 
 def freeze_layout(fig: Figure) -> None:

@@ -223,3 +223,71 @@ def test_panel_titles_give_the_budget_in_its_unit(with_batch: Path):
     for fig in (plots._figure1(data), plots._curves(data)):
         titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
         assert all("feature evaluations per pass" in t for t in titles), titles
+
+
+# Every figure kind ``ilnrun plot`` makes, on tiny results: one dataset setting and one budget
+# (single panels, every learner and both batch references, so the legend is at its longest),
+# and T varying over two budgets with the regret (several panels, the sweep and the regret).
+LEGEND_CASES = {
+    "single_panel": (
+        {"D": 20, "T": 30},
+        [2],
+        {"kernel_ridge": {}, "nystroem_ridge": {"rank": 10}},
+        None,
+        {"figure1", "curves"},
+    ),
+    "multi_panel": (
+        {"D": 20, "T": [30, 40]},
+        [1, 2],
+        {},
+        1.0,
+        {"figure1", "curves", "budget_sweep", "regret"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEGEND_CASES))
+def test_no_legend_is_clipped(tmp_path: Path, monkeypatch, case: str) -> None:
+    """Each legend's window extent (as the renderer lays it out) lies inside its figure's box
+    as saved (no ``bbox_inches``: the figure's own box): a single panel's legend of long labels
+    side by side was wider than the figure, and the saved image cut off its sides, the line and
+    marker samples first."""
+    from ilnrun import api, plots
+
+    data, budgets, batch, regret_b, kinds = LEGEND_CASES[case]
+    cfg = {
+        "name": "legends",
+        "seed": 3,
+        "repetitions": 2,
+        "dataset": {"kind": "clipped_gaussian", "n_val": 20, "n_test": 30, "sparsity": 4, **data},
+        "feature_map": {"kind": "coordinate"},
+        "budget": {"match": "evaluations", "dsgd_k": budgets},
+        "evaluation": {"m_test": 50, "regret_B": regret_b},
+        "methods": {
+            "shrinking_gradient": {"eta": [0.3]},
+            "doubly_sgd": {"eta": [0.3]},
+            "fixed_random": {"eta": [1.0]},
+            "kernel_ogd": {"eta": [1.0]},
+            **batch,
+        },
+    }
+    out = tmp_path / "r"
+    api.run_experiment(cfg, out=out)
+    checked: dict[str, int] = {}
+    save = plots.save_figure_atomic
+
+    def save_and_check(fig, path, **kw) -> None:
+        save(fig, path, **kw)
+        assert "bbox_inches" not in kw  # the saved image is the figure's box
+        renderer, box = fig._get_renderer(), fig.bbox
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+        legends = [leg for leg in legends if leg is not None and leg.get_visible()]
+        for leg in legends:
+            e = leg.get_window_extent(renderer)
+            assert box.x0 - 0.5 <= e.x0 and e.x1 <= box.x1 + 0.5, (path.name, e, box)
+            assert box.y0 - 0.5 <= e.y0 and e.y1 <= box.y1 + 0.5, (path.name, e, box)
+        checked[path.stem] = len(legends)
+
+    monkeypatch.setattr(plots, "save_figure_atomic", save_and_check)
+    plots.plot_results(out, ["png"])
+    assert set(checked) == kinds and all(checked.values()), checked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pandas as pd
@@ -78,3 +79,57 @@ def test_a_learner_that_diverged_everywhere_has_nothing_to_compare(tmp_path):
     assert "| Doubly SGD < mean predictor | 4 | — | nothing to compare |" in text
     assert "Doubly SGD: nothing to compare (no selected setting: every setting diverged)" in text
     assert "all settings diverged" in text  # in the tables, not a row of dashes
+
+
+# what only an interval or a paired test can say: none of it with one repetition
+VERDICT_WORDS = (
+    "95%",
+    "±",
+    "†",
+    "‡",
+    "interval",
+    "holds",
+    "does not hold",
+    "significant",
+    "beats the mean predictor",
+    "worse than predicting the mean",
+    "distinguishable",
+    "mixed",
+    "nothing to compare",
+    "verdict",
+)
+
+
+def test_one_repetition_prints_no_interval_and_no_verdict(tmp_path):
+    """A tiny config with ``repetitions: 1`` through ``ilnrun report``: every mean is there,
+    no interval, mark or verdict word, and one sentence says why (the old report printed "95%
+    interval" with no interval and verdict words as if a test had been made)."""
+    from ilnrun.report.data import ONE_REPETITION
+
+    cfg = tiny_config(**{"dataset.D": 20, "repetitions": 1, "budget.dsgd_k": [2, 4]})
+    cfg["methods"]["kernel_ridge"] = {}  # the gap to the batch fit too
+    path = write_config(tmp_path / "one.yaml", cfg)
+    out = tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q"]).exit_code == 0
+    assert invoke(["plot", out, "--format", "png"]).exit_code == 0
+    res = invoke(["report", out, "--out", tmp_path / "report"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert ONE_REPETITION == "One repetition: no interval or verdict can be computed."
+    assert f"- {ONE_REPETITION}" in text.split("## Setup")[0]  # said in the headline
+    said = r"one repetition: no interval( or verdict)? can be computed"
+    rest = re.sub(said, "", text, flags=re.IGNORECASE)
+    found = [w for w in VERDICT_WORDS if w.lower() in rest.lower()]
+    assert not found, found
+    assert "## The paper's claim" in text and "| SG < Doubly SGD | 4 |" in text  # differences
+    assert "× " in text or "×" in text  # the gap to the batch fit, as one ratio
+    assert "test NMSE of the one repetition" in text
+
+
+def test_two_repetitions_keep_intervals_and_verdicts(finished_run, tmp_path):
+    """The same words are there as soon as there are two repetitions (the tiny run has two)."""
+    results = _plotted_copy(finished_run, tmp_path)
+    assert invoke(["report", results, "--out", tmp_path / "r"]).exit_code == 0
+    text = (tmp_path / "r" / "REPORT.md").read_text()
+    assert "One repetition" not in text
+    assert "95%" in text and "verdict" in text and "±" in text

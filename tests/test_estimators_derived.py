@@ -12,6 +12,7 @@ import pytest
 import toy_learner
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import ilnrun.estimators as E
 from ilnrun import config as C
@@ -20,7 +21,7 @@ from ilnrun.config.grid import seed_sequence
 from ilnrun.datasets import DATASETS
 from ilnrun.features import FEATURE_MAPS, Fourier, build_feature_map
 from ilnrun.learners import LEARNERS
-from ilnrun.params import Param
+from ilnrun.params import Param, check_value
 
 KERNEL_MAP = next(n for n, m in FEATURE_MAPS.items() if m.has_kernel)
 FIRST_DATASET = next(n for n, d in DATASETS.items() if not d.needs_kernel)
@@ -35,7 +36,7 @@ def _data(n: int = 50, d: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 def _expected_parameters(spec) -> dict:
     """What an estimator of ``spec`` must take, with its defaults, from the declarations only."""
     out = {spec.budget.name: spec.budget.default} if spec.budget is not None else {}
-    out.update({p.name: p.default for p in spec.params})
+    out.update({p.name: spec.estimator_defaults.get(p.name, p.default) for p in spec.params})
     for cls in FEATURE_MAPS.values():
         for p in cls.params:
             out.setdefault(p.name, p.default)
@@ -270,3 +271,28 @@ def test_a_fitted_estimator_pickles():
         again = pickle.loads(pickle.dumps(est))
         assert type(again) is cls
         np.testing.assert_array_equal(again.predict(X), est.predict(X))
+
+
+# Fixed-Random's estimator as a user gets it with no argument (the feature map's default
+# included): scikit-learn's checks pass with no expected failure (its eta = 0.1 default, a
+# config's, failed check_regressors_train: spec.estimator_defaults)
+DEFAULTS = [E.FixedRandomRegressor()]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the feature_map default's warning
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@parametrize_with_checks(DEFAULTS)
+def test_the_defaults_pass_scikit_learns_checks(estimator, check):
+    check(estimator)
+
+
+def test_estimator_defaults_name_the_learners_parameters():
+    """An estimator default is one of the learner's parameters, valid for it (a typo would
+    otherwise be a parameter no config has)."""
+    for spec in LEARNERS.values():
+        params = {p.name: p for p in spec.params}
+        assert set(spec.estimator_defaults) <= set(params), spec.name
+        for name, value in spec.estimator_defaults.items():
+            problems: list = []
+            check_value(params[name], value, f"{spec.name}.{name}", problems)
+            assert not problems, problems

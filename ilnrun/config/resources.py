@@ -18,18 +18,23 @@ from building a dataset. One worker process running one cell holds (bytes, float
   evaluation of a feature expansion, and the regret's eigendecomposition (the ``T x T`` route:
   four more ``T x T`` matrices; the primal route: ``p x p`` ones).
 
-``jobs`` workers hold that at once (each its own cache), besides the parent process.
-:func:`check` refuses a config whose estimate exceeds ``limits.max_memory_gb`` (default: 80% of
-this machine's memory) and names the stage that dominates and the key that shrinks it.
+``jobs`` workers hold that at once (each its own cache), besides the parent process; a cell of
+which ``jobs`` at once would exceed ``limits.max_memory_gb`` (default: 80% of this machine's
+memory) runs one at a time, in the parent, before the others (:class:`Schedule`), so a big cell
+is counted once, not once per worker. :func:`check` refuses a run whose peak exceeds the limit
+(a cell too big even alone) and names the stage that dominates and the key that shrinks it.
 
 Times are rough (a factor of a few either way): a learner's pass costs ``s_round T + s_op ops``
 with ``ops`` from its cost formula (evaluations times numbers per drawn parameter, kernel values
 times ``D``, factorization flops) and constants measured on one core of the project's 2-core
-x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`).
+x86-64 build machine (each learner's ``seconds`` hook; :data:`GENERIC_RATE`; the batch
+references' LAPACK flops at :data:`ilnrun.learners.base.SECONDS_PER_LAPACK_FLOP`, within x2 of
+fits measured at three sizes: tests/test_estimates.py).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -85,6 +90,8 @@ class CellEstimate:
     seconds: float
     evaluations: int
     diagnostics_n: int
+    hyper: dict | None = None  # the learner setting (grid.method_grid's)
+    per_round: int | None = None  # the budget axis value (None: a setting without a budget)
 
     @property
     def cached(self) -> int:
@@ -298,6 +305,8 @@ def estimates(cfg) -> list[CellEstimate]:
                             secs,
                             evals,
                             diag_n,
+                            h,
+                            k if spec.takes_budget(h) else None,
                         )
                     )
                     if not spec.takes_budget(h):
@@ -312,7 +321,6 @@ def estimates(cfg) -> list[CellEstimate]:
 # and number of ``w``; the LAPACK, matrix-product and Algorithm-2 rates, all measured on one
 # core of the project's 2-core x86-64 build machine.
 GENERIC_RATE = (5e-5, 2e-8)
-SECONDS_PER_FLOP = 2.5e-10  # LAPACK on one core
 EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
 SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
 SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
@@ -396,15 +404,74 @@ def cap_gb(cfg) -> float:
     return cfg["limits"]["max_memory_gb"] or 0.8 * machine_memory_gb()
 
 
-def check(cfg, problems: list, jobs: int = 1, n_cells: int | None = None) -> None:
-    """Refuse what cannot run here: the regret's kernel-matrix route past its limit, or
-    ``jobs`` workers (capped to the cells there are) each running the largest cell estimated
-    above ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names
-    the stage that dominates and the key that shrinks it (``--jobs`` when one worker fits)."""
+def _estimate_key(setting: dict, method: str, hyper: dict | None, per_round: int | None) -> str:
+    return json.dumps([setting, method, hyper, per_round], sort_keys=True, default=str)
+
+
+def cell_estimates(cfg, cells: list | None = None) -> dict[str, CellEstimate]:
+    """Each cell's estimate (by cell id)."""
+    cells = grid.cells(cfg) if cells is None else cells
+    by_key = {_estimate_key(e.setting, e.method, e.hyper, e.per_round): e for e in estimates(cfg)}
+    return {c.id: by_key[_estimate_key(c.data, c.method, c.hyper, c.per_round)] for c in cells}
+
+
+def cell_bytes(cfg, cells: list | None = None) -> dict[str, int]:
+    """Bytes of the process running each cell (by cell id): its estimate's
+    :attr:`CellEstimate.worker`."""
+    return {i: e.worker for i, e in cell_estimates(cfg, cells).items()}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the cells of a run share the memory with ``jobs`` workers (docs/budgets.md,
+    "Memory").
+
+    A cell of which ``jobs`` at once (and the parent process) would not fit
+    ``limits.max_memory_gb`` runs **one at a time** (``one_at_a_time``: the ids), in the parent
+    process before the others, with the workers idle (:func:`ilnrun.engines.local.execute_local`);
+    the other cells run ``jobs`` at once. The peak is the larger of the two phases: the largest
+    cell run alone (``alone`` bytes) beside ``jobs`` idle workers, and ``jobs`` workers each
+    holding the largest of the other cells (``shared`` bytes) beside the parent."""
+
+    jobs: int
+    one_at_a_time: frozenset[str]
+    alone: int
+    shared: int
+
+    @property
+    def peak(self) -> int:
+        alone = self.alone + (self.jobs * PROCESS_BYTES if self.jobs > 1 else 0)
+        return max(alone if self.one_at_a_time else 0, total_bytes(self.shared, self.jobs))
+
+
+def schedule(cfg, jobs: int = 1, cells: list | None = None) -> Schedule:
+    """The :class:`Schedule` of ``cells`` (default: all of ``cfg``'s) for ``jobs`` workers, capped
+    to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one at a
+    time (none at ``jobs`` = 1)."""
+    cells = grid.cells(cfg) if cells is None else cells
+    jobs = max(1, min(int(jobs), len(cells)))
+    sizes = cell_bytes(cfg, cells) if cells else {}
+    cap = cap_gb(cfg) * GiB
+    alone = frozenset(i for i, w in sizes.items() if jobs > 1 and total_bytes(w, jobs) > cap)
+    return Schedule(
+        jobs,
+        alone,
+        max((sizes[i] for i in alone), default=0),
+        max((w for i, w in sizes.items() if i not in alone), default=0),
+    )
+
+
+def check(cfg, problems: list, jobs: int = 1, cells: list | None = None) -> Schedule | None:
+    """Refuse what cannot run here: the regret's kernel-matrix route past its limit, or a run
+    whose peak (:class:`Schedule`: ``jobs`` workers capped to the cells, a cell of which
+    ``jobs`` copies would not fit run one at a time) is estimated above
+    ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names the
+    stage that dominates the largest cell and the key that shrinks it (``--jobs`` when the
+    largest cell fits alone). Returns the schedule (``None`` when refused or without cells)."""
     largest = largest_cell(cfg)
     est = largest["estimate"]
     if est is None:
-        return
+        return None
     if largest["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
         n = largest["diagnostics_n"]
         problems.append(
@@ -416,20 +483,20 @@ def check(cfg, problems: list, jobs: int = 1, n_cells: int | None = None) -> Non
                 "finite primal of smaller dimension); lower T or set evaluation.regret_B to null",
             )
         )
-        return
+        return None
     cap = cap_gb(cfg)
-    jobs = max(1, min(jobs, n_cells if n_cells is not None else jobs))
-    gb = total_bytes(est.worker, jobs) / GiB
-    if gb <= cap and math.isfinite(gb):
-        return
     one = total_bytes(est.worker, 1) / GiB
+    sched = schedule(cfg, jobs, cells) if jobs > 1 and one <= cap else schedule(cfg, 1, [])
+    gb = max(one, sched.peak / GiB)
+    if gb <= cap and math.isfinite(gb):
+        return sched
     top = est.dominant()
     T, n_val, n_test, D = est.sizes
     where = f"{est.method} at T={T}, n_val={n_val}, n_test={n_test}, {D} input dimensions"
-    if jobs > 1 and one <= cap:
-        fit = max(1, int((cap * GiB - PROCESS_BYTES) // est.worker))
+    if one <= cap:  # alone it fits: the idle workers beside it do not
+        fit = max(1, int((cap * GiB - est.worker) // PROCESS_BYTES))
         hint = f"lower --jobs (at most {fit} workers fit)"
-        what = f"{jobs} workers at once, ~{est.worker / GiB:,.3g} GiB each"
+        what = f"~{est.worker / GiB:,.3g} GiB run alone beside {sched.jobs} idle workers"
     else:
         hint = f"lower {top.knob}"
         what = f"{top.what} ~{top.bytes / GiB:,.3g} GiB" + (
@@ -445,6 +512,7 @@ def check(cfg, problems: list, jobs: int = 1, n_cells: int | None = None) -> Non
             f"is dominated by {what}: {hint}",
         )
     )
+    return None
 
 
 def usable_cpus() -> int:
@@ -464,19 +532,33 @@ def workers(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None)
     return max(1, min(int(jobs), usable_cpus()))
 
 
-def check_run(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> None:
+def check_run(
+    cfg, jobs: int, backend: str = "loky", scheduler: str | None = None
+) -> frozenset[str]:
     """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the
     cells; one process for the jax engine, whose batches run in-process, and for a remote dask
-    scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`."""
+    scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`.
+    Returns the ids of the cells to run one at a time (:class:`Schedule`)."""
     from ..params import ConfigError
 
     jobs = workers(cfg, jobs, backend, scheduler)
     if jobs == 1:
-        return  # checked when the config was resolved
+        return frozenset()  # checked when the config was resolved
     problems: list = []
-    check(cfg, problems, jobs=jobs, n_cells=len(grid.cells(cfg)))
+    sched = check(cfg, problems, jobs=jobs, cells=grid.cells(cfg))
     if problems:
         raise ConfigError(problems)
+    return sched.one_at_a_time if sched is not None else frozenset()
+
+
+def one_at_a_time_note(cfg, ids: frozenset[str], jobs: int) -> str:
+    """The line that says which cells run one at a time, and why."""
+    s = schedule(cfg, jobs)
+    return (
+        f"note: {len(ids)} cell(s) estimated at up to ~{s.alone / GiB:,.3g} GiB each run one at a "
+        f"time in this process before the others ({s.jobs} of them at once would exceed "
+        f"{cap_gb(cfg):,.3g} GiB, limits.max_memory_gb); the other cells run {s.jobs} at once"
+    )
 
 
 def duration(s: float) -> str:
@@ -516,11 +598,25 @@ def summary_lines(cfg, jobs: int = 1) -> list[str]:
         for s in grid.dataset_settings(cfg)
     )
     cpu = int(cfg["repetitions"]) * (sum(e.seconds for e in est) + once)
+    cells = grid.cells(cfg)
+    sched = schedule(cfg, jobs, cells)
+    # the cells run one at a time add their whole time; the others share the jobs workers
+    alone = sum(
+        e.seconds for i, e in cell_estimates(cfg, cells).items() if i in sched.one_at_a_time
+    )
+    wall = alone + (cpu - alone) / jobs
     lines.append(
-        f"cells: {len(grid.cells(cfg))}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
+        f"cells: {len(cells)}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
         f"{largest['evaluations']:,} training evaluations; with --jobs {jobs}: "
-        f"~{total_bytes(largest['memory'], jobs) / GiB:,.3g} GiB of the {cap_gb(cfg):,.3g} GiB "
-        f"allowed (limits.max_memory_gb); all {n_cells} cells: ~{duration(cpu)} of CPU time"
-        + (f", ~{duration(cpu / jobs)} with --jobs {jobs}" if jobs > 1 else "")
+        f"~{max(sched.peak, largest['memory']) / GiB:,.3g} GiB of the {cap_gb(cfg):,.3g} GiB "
+        f"allowed (limits.max_memory_gb)"
+        + (
+            f", {len(sched.one_at_a_time)} cell(s) of up to ~{sched.alone / GiB:,.3g} GiB run "
+            f"one at a time ({jobs} at once would not fit)"
+            if sched.one_at_a_time
+            else ""
+        )
+        + f"; all {n_cells} cells: ~{duration(cpu)} of CPU time"
+        + (f", ~{duration(wall)} with --jobs {jobs}" if jobs > 1 else "")
     )
     return lines

@@ -53,11 +53,19 @@ def jax_available() -> bool:
     return True
 
 
-def execute(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
+def execute(
+    exp: Experiment,
+    pending: list[Cell],
+    jobs: int,
+    backend: str,
+    on_record,
+    one_at_a_time: frozenset[str] = frozenset(),
+) -> None:
     """Run ``pending`` cells on the experiment's engine (``exp.engine``) and hand each record to
     ``on_record`` as it finishes.
 
-    ``numpy``: :func:`ilnrun.engines.local.execute_local` (``jobs`` workers of ``backend``);
+    ``numpy``: :func:`ilnrun.engines.local.execute_local` (``jobs`` workers of ``backend``, the
+    cells of ``one_at_a_time`` one after another in this process);
     ``jax``: :func:`ilnrun.engines.jax_runner.execute_jax`, lockstep batches in this process
     (``jobs`` and ``backend`` do not apply). The jax engine's module is imported here, when it
     runs, because it imports JAX, an optional dependency."""
@@ -68,6 +76,6 @@ def execute(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_re
 
         execute_jax(exp, pending, on_record)
     elif exp.engine == "numpy":
-        execute_local(exp, pending, jobs, backend, on_record)
+        execute_local(exp, pending, jobs, backend, on_record, one_at_a_time)
     else:
         raise ValueError(f"unknown engine {exp.engine!r}; expected one of {ENGINES}")

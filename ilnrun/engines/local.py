@@ -15,6 +15,10 @@ worker processes (docs/architecture.md §3).
 - Every finished record goes to ``on_record`` in the parent the moment its task returns (which
   appends it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it
   stopped; a kill loses at most the chunks being run.
+- Memory: the cells of which ``--jobs`` at once would exceed ``limits.max_memory_gb`` (a kernel
+  ridge cell on a large table beside small ones) run one after another in the parent process
+  before the workers start on the others (:func:`run_alone`,
+  :class:`ilnrun.config.resources.Schedule`); the parent then drops its cached instances.
 - A cold compilation cache is filled once, in the parent, before workers start
   (:func:`warm_up`: the first cell of every learner runs in the parent), not by every worker
   at the same time.
@@ -30,7 +34,7 @@ import sys
 import threading
 import time
 
-from ..cell import run_cell
+from ..cell import forget_instances, run_cell
 from ..config import Cell, Experiment
 from ..threads import threads_per_cell
 
@@ -40,6 +44,7 @@ __all__ = [
     "chunks",
     "execute_local",
     "one_thread",
+    "run_alone",
     "warm_up",
     "worker_cell",
     "worker_cells",
@@ -186,10 +191,29 @@ def warm_up(exp: Experiment, pending: list[Cell], on_record) -> list[Cell]:
     return [c for c in pending if id(c) not in ran]
 
 
-def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
+def run_alone(exp: Experiment, pending: list[Cell], ids: frozenset[str], on_record) -> list[Cell]:
+    """Run the pending cells whose id is in ``ids`` one after another in this process and
+    return the others."""
+    alone = [c for c in pending if c.id in ids]
+    with one_thread():
+        for c in alone:
+            on_record(run_cell(exp, c))
+    return [c for c in pending if c.id not in ids]
+
+
+def execute_local(
+    exp: Experiment,
+    pending: list[Cell],
+    jobs: int,
+    backend: str,
+    on_record,
+    one_at_a_time: frozenset[str] = frozenset(),
+) -> None:
     """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
     ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
-    (bit-identical numbers for any ``jobs`` and backend)."""
+    (bit-identical numbers for any ``jobs`` and backend). The cells of ``one_at_a_time`` (too
+    big for ``jobs`` of them to fit in memory: :class:`ilnrun.config.resources.Schedule`) run
+    one after another in this process before the workers start on the others."""
     from joblib import Parallel, delayed, parallel_config
 
     if not pending:
@@ -203,6 +227,10 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
     parent = os.getpid() if watch else None
     if watch:
         pending = warm_up(exp, pending, on_record)
+    if one_at_a_time:
+        pending = run_alone(exp, pending, one_at_a_time, on_record)
+    # the cells run here are done: their dataset instances would hold memory the workers need
+    forget_instances()
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
     # loky: `--threads` threads per worker (one by default; BLAS is pinned to one in a cell
     # anyway), and the parent watchdog from the worker's start (before it runs a cell), as well

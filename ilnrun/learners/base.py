@@ -330,6 +330,17 @@ def new_counters() -> dict[str, int]:
     return {"train_evals": 0, "features_sampled": 0, "kernel_evals": 0, "shrinks": 0}
 
 
+# Seconds of one flop of level-3 BLAS and LAPACK (matrix products, Cholesky factorizations,
+# triangular solves, the SVD) with one thread, as a cell runs: the batch references' ``seconds``
+# hooks count their flops and multiply by this one rate. Calibrated on one core of the project's
+# 2-core AMD EPYC build machine against the fits that ``bench/batch_references.py`` measured
+# (kernel ridge at T = 2 000 / 6 000 / 12 000, Nyström at (T, rank) = (5 000, 500) /
+# (20 000, 1 000) / (40 000, 2 000), relu, d = 8: the table ``BATCH_FITS_MEASURED`` in
+# tests/test_estimates.py): every estimate within x1.4 of it (kernel ridge x0.73-0.81, Nyström
+# x1.25-1.38; the test asks for x2). 2e-11 s is 50 Gflop/s, one core's FMA peak in gemm.
+SECONDS_PER_LAPACK_FLOP = 2e-11
+
+
 # ----------------------------------------------------------------------------------------------
 # the learner spec: everything the pipeline knows about a learner, declared in its own module
 
@@ -441,6 +452,10 @@ class LearnerSpec:
       core of the project's 2-core x86-64 build machine; ``None``: a generic rate).
     - ``estimated_test``: its pass also returns an averaged kernel expansion whose test loss
       Algorithm 2 estimates (``test_loss_estimated``; memory and time estimates).
+    - ``estimator_defaults``: the defaults of its scikit-learn estimator (:mod:`ilnrun.estimators`)
+      where they differ from the config's: a config key's default is frozen by the committed
+      runs' numbers, while an estimator fitted with no tuning needs settings that learn in one
+      pass over a few hundred rows (scikit-learn's own checks fit 200).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -470,6 +485,7 @@ class LearnerSpec:
     kernel_blocks: bool = True
     estimated_test: bool = False
     seconds: Callable[..., float] | None = None
+    estimator_defaults: dict[str, Any] = field(default_factory=dict)
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

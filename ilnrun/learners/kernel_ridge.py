@@ -25,7 +25,13 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from ..features import FeatureMap
 from ..params import Param
-from .base import FitResult, KernelExpansion, LearnerSpec, new_counters
+from .base import (
+    SECONDS_PER_LAPACK_FLOP,
+    FitResult,
+    KernelExpansion,
+    LearnerSpec,
+    new_counters,
+)
 
 RIDGE = Param(
     "ridge",
@@ -63,6 +69,15 @@ def fit(
     return FitResult(KernelExpansion(alpha), losses, counters)
 
 
+def seconds(T: int, kernel_value: float) -> float:
+    """Rough CPU seconds of one fit: ``T^2`` kernel values (``kernel_value`` seconds each: the
+    map's, :func:`ilnrun.config.resources.kernel_value_seconds`), the Cholesky factorization
+    (``T^3 / 3`` flops) and the triangular inverse ``L^{-1}`` (``T^3`` flops) at
+    :data:`~.base.SECONDS_PER_LAPACK_FLOP` (the fits measured at three sizes:
+    ``BATCH_FITS_MEASURED`` in tests/test_estimates.py)."""
+    return T * T * kernel_value + SECONDS_PER_LAPACK_FLOP * 4 / 3 * T**3
+
+
 SPEC = LearnerSpec(
     name="kernel_ridge",
     label="Kernel ridge regression (exact kernel, batch)",
@@ -84,7 +99,5 @@ SPEC = LearnerSpec(
     # K, A = (K + K^T) / 2, LAPACK's Fortran copy of A, the identity and L^{-1}: five T x T
     # matrices at once (measured peak RSS: 5.3 T^2 doubles at T = 3 000)
     memory=lambda size, T, w: 8 * 5 * T * T,
-    # T^2 kernel values; Cholesky, triangular inverse and solves at ~2.5e-10 s a T^3 (T = 2 500
-    # with relu: 5.7 s)
-    seconds=lambda size, T, w, args, kv: T * T * kv + 2.5e-10 * T**3,
+    seconds=lambda size, T, w, args, kv: seconds(T, kv),
 )

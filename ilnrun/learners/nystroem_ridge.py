@@ -36,7 +36,13 @@ from scipy.linalg import cho_factor, solve_triangular
 
 from ..features import FeatureMap
 from ..params import Param
-from .base import FeatureExpansion, FitResult, LearnerSpec, new_counters
+from .base import (
+    SECONDS_PER_LAPACK_FLOP,
+    FeatureExpansion,
+    FitResult,
+    LearnerSpec,
+    new_counters,
+)
 
 ROWS = 4096  # rows of a kernel block k(X[a:b], L) formed at once: O(ROWS · rank) temporaries
 
@@ -138,28 +144,25 @@ def memory(size: int, T: int, w: int, args: dict | None = None) -> int:
     return 8 * (T * r + 4 * min(ROWS, T) * r + 5 * r * r + 6 * T)
 
 
-# Seconds per unit of work on one core, measured on this project's 2-core x86-64 build machine
-# with the fourier map (T = 20 000, rank = 1 000, d = 8: 3.2 s; T = 5 000, rank = 250: 0.07 s):
-# an order of magnitude for ``ilnrun validate``, not a promise.
-SECONDS_PER_KERNEL_VALUE = 3e-8
-SECONDS_PER_FLOP = 4e-11
-
-
-def seconds(T: int, rank: int) -> float:
-    """Rough time of one fit: ``T r + r²`` kernel values, ``~3 T r² + 10 r³`` flops."""
+def seconds(T: int, rank: int, kernel_value: float) -> float:
+    """Rough CPU seconds of one fit: ``T r + r^2`` kernel values (``kernel_value`` seconds each:
+    the map's, :func:`ilnrun.config.resources.kernel_value_seconds`) and, at
+    :data:`~.base.SECONDS_PER_LAPACK_FLOP`, ``~7 T r^2`` flops (the transform ``k_L(X)
+    K_LL^{-1/2}``, the Gram matrix ``Z^T Z`` twice, Ridge's and the leave-one-out's, and the
+    triangular solves of the leave-one-out) and ``~22 r^3`` (the SVD of ``K_LL``); the fits
+    measured at three sizes: ``BATCH_FITS_MEASURED`` in tests/test_estimates.py."""
     r = min(rank, T)
-    return SECONDS_PER_KERNEL_VALUE * (T * r + r * r) + SECONDS_PER_FLOP * (
-        3 * T * r * r + 10 * r**3
-    )
+    return kernel_value * (T * r + r * r) + SECONDS_PER_LAPACK_FLOP * (7 * T * r * r + 22 * r**3)
 
 
 def _notes(settings: list[dict], Ts: list[int]) -> list[str]:
-    """``ilnrun validate``: the estimated time and memory of a fit per T and rank."""
+    """``ilnrun validate``: the memory of a fit per T and rank (its time is in the per-cell
+    estimates, which know the feature map's kernel cost)."""
     ranks = sorted({int(h["rank"]) for h in settings if h.get("rank") is not None})
     return [
         f"{SPEC.name} (rank={r}): "
         + "; ".join(
-            f"T={T}: ~{seconds(T, r):.2g} s, ~{memory(0, T, 0, {'rank': r}) / 2**20:,.0f} MiB"
+            f"T={T}: ~{memory(0, T, 0, {'rank': r}) / 2**20:,.0f} MiB"
             + (f" (rank > T: {T} landmarks)" if r > T else "")
             for T in Ts
         )
@@ -188,5 +191,5 @@ SPEC = LearnerSpec(
     notes=_notes,
     memory=memory,
     kernel_blocks=False,  # a feature expansion evaluates itself
-    seconds=lambda size, T, w, args, kv: seconds(T, int(args.get("rank", RANK.default))),
+    seconds=lambda size, T, w, args, kv: seconds(T, int(args.get("rank", RANK.default)), kv),
 )

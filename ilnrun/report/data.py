@@ -99,6 +99,10 @@ def against(
     return paired_difference(rows[metric], rows[const])
 
 
+# What a report says, once, in place of every interval and verdict when its results hold fewer
+# than two repetitions: a Student-t interval and a paired test need two values at least.
+ONE_REPETITION = "One repetition: no interval or verdict can be computed."
+
 # the best-constant loss on the same test points as a test loss
 CONST_OF = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
 
@@ -167,6 +171,16 @@ class ReportData:
         self.proposed = [m for m in self.compared if LEARNERS[m].role == "proposed"]
         self.batch = [m for m in self.methods if LEARNERS[m].batch]
         self.xs = sorted(self.summary[self.xa].dropna().unique()) if self.xa else [None]
+        # the repetitions the results hold (a run may have been stopped before the config's)
+        reps = self.runs["repetition"].nunique() if "repetition" in self.runs else 0
+        self.repetitions = int(reps) or int(self.cfg.get("repetitions", 1))
+
+    @property
+    def tested(self) -> bool:
+        """Whether intervals and verdicts can be computed: two repetitions or more (with one,
+        every section prints the means without intervals, marks or verdict words, and says
+        why: :data:`ONE_REPETITION`)."""
+        return self.repetitions >= 2
 
     def select_modes(self) -> dict[str, str]:
         """What each learner is selected on (``exact`` / ``estimated``, docs/protocol.md
@@ -220,7 +234,7 @@ class ReportData:
     def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
         """``''`` when the selected setting beats the mean predictor significantly (paired, 95%),
         `` ‡`` when it is significantly worse, `` †`` otherwise (not distinguishable)."""
-        if not self.has_const:
+        if not self.has_const or not self.tested:
             return ""
         p = self.vs_mean(method, k, x, metric)
         if p["n"] == 0 or beats_mean(p):

@@ -14,6 +14,10 @@ HOW = (
     "geometric mean over repetitions of the per-repetition ratio of test NMSEs (both at their "
     "settings selected on validation loss, on the same split), 95% t-interval on the log ratios"
 )
+HOW_ONE = (
+    "the ratio of test NMSEs of the one repetition (both at their settings selected on "
+    "validation loss, on the same split); one repetition: no interval can be computed"
+)
 
 
 def _span(ps: list[dict], axis: str | None) -> str:
@@ -53,12 +57,13 @@ def headline_lines(r: ReportData) -> list[str]:
             ]
             if parts:
                 at = f" at k = {k}" if k is not None else ""
+                how = "(paired by repetition, 95% interval)" if r.tested else "(one repetition)"
+                more = r.tested and len(r.xs) > 1
                 L.append(
                     f"- Gap to the batch fit{at} ({label(ref)}, test NMSE {_ref_nmse(r, ref)}), "
-                    "each learner's test NMSE as a multiple of it (paired by repetition, 95% "
-                    "interval): "
+                    f"each learner's test NMSE as a multiple of it {how}: "
                     + "; ".join(parts)
-                    + (" (each interval in the verdicts)." if len(r.xs) > 1 else ".")
+                    + (" (each interval in the verdicts)." if more else ".")
                 )
     return L
 
@@ -76,7 +81,8 @@ def table(r: ReportData, head: list[str]) -> list[str]:
             if rr == ref
         ]
         L += [
-            f"**Gap to the batch fit: test NMSE as a multiple of {label(ref)}'s** ({HOW}; "
+            f"**Gap to the batch fit: test NMSE as a multiple of {label(ref)}'s** "
+            f"({HOW if r.tested else HOW_ONE}; "
             "1× = as good as the batch fit):",
             "",
             md_table(["learner", *head[1:]], rows),

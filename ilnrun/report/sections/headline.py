@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..data import COMPARISONS, ReportData, label
+from ..data import COMPARISONS, ONE_REPETITION, ReportData, label
 from .gap import headline_lines as gap_lines
 from .rate import headline_lines as rate_lines
 from .selected import edge_text
@@ -26,10 +26,26 @@ def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
     return f"NMSE {lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"NMSE {lo:.3g}–{hi:.3g}"
 
 
+def nmse_lines(r: ReportData) -> list[str]:
+    """Per budget: each learner's test NMSE (with one repetition, where no comparison with the
+    mean predictor can be tested)."""
+    L = []
+    for k in r.ks or [None]:
+        parts = [
+            f"{label(m)} {span}" for m in r.methods if (span := _nmse_span(r, m, k, "test_nmse"))
+        ]
+        if parts:
+            at = f"At k = {k}" if k is not None else "Overall"
+            L.append(f"- {at}, test NMSE of the one repetition: " + "; ".join(parts) + ".")
+    return L
+
+
 def mean_lines(r: ReportData) -> list[str]:
     """Per budget: each learner against the mean predictor (test loss, paired), with its NMSE."""
     if not r.has_const:
         return []
+    if not r.tested:
+        return nmse_lines(r)
     exact = r.mean_rows("test_loss")
     est = {(m, k): v for m, k, _, v in r.mean_rows("test_loss_estimated")}
     where = f", counted over the {len(r.xs)} {r.xa}" if r.xa and len(r.xs) > 1 else ""
@@ -64,10 +80,12 @@ def mean_lines(r: ReportData) -> list[str]:
 
 def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
+    if not r.tested:
+        L.append(f"- {ONE_REPETITION}")
     L += mean_lines(r)
     L += gap_lines(r)
     L += rate_lines(r)
-    for metric, by, what in COMPARISONS:
+    for metric, by, what in COMPARISONS if r.tested else ():
         rows = r.verdict_rows(metric, by)
         for subject in r.proposed:
             for other in r.compared:

@@ -3,7 +3,7 @@ estimates): final exact, averaged exact, final estimated, and the zero predictor
 
 from __future__ import annotations
 
-from ..data import ReportData, label, md_table
+from ..data import ONE_REPETITION, ReportData, label, md_table
 
 COLUMNS = (
     ("test_loss", "final, exact"),
@@ -23,17 +23,21 @@ def render(r: ReportData) -> list[str]:
     for m in r.methods:
         if not r.runs.loc[r.runs["method"] == m, "test_loss_avg"].notna().any():
             continue
+        marks = (
+            "Marks as in the test-loss table (‡ significantly worse than the mean "
+            "predictor, † not significantly better): the exact losses against the mean "
+            "predictor on all test points, the Algorithm-2 loss against the mean predictor on "
+            "its own test points (the column beside it)."
+        )
         L += [
-            f"## {label(m)}'s predictors (test loss, mean ± 95% CI)",
+            f"## {label(m)}'s predictors (test loss"
+            + (", mean ± 95% CI)" if r.tested else ", one repetition)"),
             "",
             "Final predictor evaluated exactly; the averaged predictor of Corollary 1; the final "
             "predictor evaluated with Algorithm-2 estimates (what a user without the kernel "
             "gets, on the first `n_test_estimated` test points); the mean and zero predictors "
             "for scale, the mean predictor both on all test points and on the Algorithm-2 test "
-            "points. Marks as in the test-loss table (‡ significantly worse than the mean "
-            "predictor, † not significantly better): the exact losses against the mean "
-            "predictor on all test points, the Algorithm-2 loss against the mean predictor on "
-            "its own test points (the column beside it).",
+            "points. " + (marks if r.tested else ONE_REPETITION),
             "",
         ]
         rows = []

@@ -17,7 +17,7 @@ from ...features import build_feature_map
 from ...learners import LEARNERS as LEARNERS_BY_NAME
 from ...rate import first_reach, rate_slope, slope_over_repetitions
 from ...theory import best_in_ball_loss_primal
-from ..data import ReportData, md_table
+from ..data import ONE_REPETITION, ReportData, md_table
 
 # (key, short label, description, the paper's bound on the slope of T against 1/epsilon)
 LEARNERS = (
@@ -195,9 +195,12 @@ def _fmt_T(T: float, censored: bool, Tmax: float) -> str:
     return f"≤ {int(T):,}" if censored else f"{T:,.0f}"
 
 
-def render_task(g: pd.DataFrame, targets: list[float], title: str) -> tuple[list[str], dict]:
+def render_task(
+    g: pd.DataFrame, targets: list[float], title: str, tested: bool = True
+) -> tuple[list[str], dict]:
     """The tables of one task (excess risk by T, T(epsilon), slopes) and a summary for the
-    section's overview: per learner its slope statistics and T(epsilon) of the mean curve."""
+    section's overview: per learner its slope statistics and T(epsilon) of the mean curve
+    (``tested``: two repetitions or more, else no interval is named)."""
     summary: dict = {}
     curves = learner_curves(g, targets)
     present = [row for row in LEARNERS if row[0] in curves]
@@ -271,17 +274,17 @@ def render_task(g: pd.DataFrame, targets: list[float], title: str) -> tuple[list
                 "—" if bound is None else str(bound),
             ]
         )
+    per_rep = "with the 95% Student-t interval of their mean:" if tested else f"({ONE_REPETITION})"
     L += [
         "Log-log slope of T(epsilon) against 1/epsilon: on the mean curve (over the targets it "
         "reaches inside the grid, neither `≤` nor `>`), and per repetition (each repetition's "
-        "own curve, over the targets it reaches inside the grid) with the 95% Student-t "
-        "interval of their mean:",
+        f"own curve, over the targets it reaches inside the grid) {per_rep}",
         "",
         md_table(
             [
                 "learner",
                 "slope (mean curve)",
-                "slope per repetition: mean [95% CI]",
+                "slope per repetition" + (": mean [95% CI]" if tested else ""),
                 "repetitions",
                 "paper's bound",
             ],
@@ -366,7 +369,7 @@ def render(r: ReportData) -> list[str]:
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         title = ", ".join(f"{a} = {b}" for a, b in zip(tasks, key, strict=True)) or "all data"
-        lines, summary = render_task(g, targets, title)
+        lines, summary = render_task(g, targets, title, r.tested)
         body += lines
         summaries.append(summary)
     lit = dai[dai["cap"].isna()]

@@ -15,8 +15,7 @@ NOTE = (
     "validation points) is selected two ways: on the exact validation loss (`val_loss`, with "
     "the kernel) and on `val_loss_estimated` (what a user without the kernel can compute). "
     "Both columns give the selected setting's test NMSE exactly and by Algorithm 2 "
-    "(`test_nmse_estimated`, on the first `n_test_estimated` test points), mean ± 95% interval "
-    "over repetitions."
+    "(`test_nmse_estimated`, on the first `n_test_estimated` test points), {spread}."
 )
 
 
@@ -90,4 +89,5 @@ def render(r: ReportData) -> list[str]:
         "test NMSE",
         "test NMSE (Alg. 2)",
     ]
-    return L + [NOTE, "", md_table(head, rows), ""]
+    spread = "mean ± 95% interval over repetitions" if r.tested else "of the one repetition"
+    return L + [NOTE.format(spread=spread), "", md_table(head, rows), ""]

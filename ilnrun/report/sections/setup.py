@@ -11,9 +11,13 @@ from ...config.schema import data_lines
 from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
-from ..data import ReportData, label, md_table
+from ..data import ONE_REPETITION, ReportData, label, md_table
 from .selection import selection_sentence
 
+INTERVALS = (
+    "Intervals are 95% Student-t intervals over repetitions; verdicts use paired differences "
+    "(same data within a repetition)."
+)
 PROTOCOL_CHOICES = (
     "One online pass in the same order for every learner.",
     "Hyperparameters are selected per (learner, dataset setting, budget) on the mean "
@@ -22,8 +26,7 @@ PROTOCOL_CHOICES = (
     "`test_loss` is `½ mean (f(x) − y)²` of the learned predictor on the test set, evaluated "
     "exactly where the feature map has a closed-form kernel (kernel expansions `Σ α_i k(x_i, x)`)"
     " or on the learner's own features (feature expansions).",
-    "Intervals are 95% Student-t intervals over repetitions; verdicts use paired differences "
-    "(same data within a repetition).",
+    INTERVALS,
     f"A cell counts as diverged (and its setting is skipped by selection) when a prediction "
     f"exceeds 10⁶ in magnitude or is not finite, when a loss is not finite, or when its test "
     f"loss exceeds {DIVERGED_FACTOR:g} × the zero predictor's (`diverged_reason` in `runs.csv` "
@@ -78,7 +81,7 @@ def render(r: ReportData) -> list[str]:
     ]
     L += [f"- {c}" for c in DATASETS[ds["kind"]].choices if applies(c, ds)]
     L.append(f"- {FEATURE_MAPS[cfg['feature_map']['kind']].choices}")
-    L += [f"- {c}" for c in PROTOCOL_CHOICES]
+    L += [f"- {c if r.tested or c != INTERVALS else ONE_REPETITION}" for c in PROTOCOL_CHOICES]
     for m in r.methods:
         L += [f"- {c}" for c in LEARNERS[m].choices]
     return L + [""]

@@ -1,18 +1,29 @@
-"""Test loss, test NMSE and online loss of every learner's selected setting (mean ± 95% CI),
-with the zero and best-constant (mean) predictors beside them (docs/protocol.md §8)."""
+"""Test loss, test NMSE and online loss of every learner's selected setting (mean ± 95% CI; the
+value alone with one repetition), with the zero and best-constant (mean) predictors beside them
+(docs/protocol.md §8)."""
 
 from __future__ import annotations
 
-from ..data import ReportData, label, md_table
+from ..data import ONE_REPETITION, ReportData, label, md_table
 
-MEAN_NOTE = (
+YARDSTICKS = (
     "Yardsticks: *mean predictor* = the training-label mean predicted everywhere (the best "
     "constant a learner could know); *zero predictor* = `f = 0`, where every learner starts. "
     "NMSE = `mean (f(x) − y)² / var(y_test)`: 1.0 is the NMSE of the test-label mean, so an "
-    "NMSE at or above 1 does no better than predicting the mean. Marks (paired by repetition, "
-    "95% t-interval of `loss − mean predictor's loss`): **‡** significantly *worse* than the mean "
-    "predictor, **†** not significantly better than it; no mark: significantly better."
+    "NMSE at or above 1 does no better than predicting the mean."
 )
+MARKS = (
+    "Marks (paired by repetition, 95% t-interval of `loss − mean predictor's loss`): **‡** "
+    "significantly *worse* than the mean predictor, **†** not significantly better than it; no "
+    "mark: significantly better."
+)
+
+
+def spread(r: ReportData) -> str:
+    """What a table's cells are: ``mean ± 95% CI over repetitions``, or the one repetition's
+    value."""
+    return "mean ± 95% CI over repetitions" if r.tested else "one repetition"
+
 
 # (metric, title, yardstick columns: (summary metric, header))
 TABLES = (
@@ -40,9 +51,9 @@ def render(r: ReportData) -> list[str]:
             continue
         yard = tuple((c, h) for c, h in yard if f"{c}_mean" in r.summary)
         flag = metric != "online_loss" and r.has_const
-        L += [f"## {title} (mean ± 95% CI over repetitions, selected settings)", ""]
+        L += [f"## {title} ({spread(r)}, selected settings)", ""]
         if flag:
-            L += [MEAN_NOTE, ""]
+            L += [f"{YARDSTICKS} {MARKS if r.tested else ONE_REPETITION}", ""]
         yhead = [h for _, h in yard]
         if r.xa is None:
             rows = [

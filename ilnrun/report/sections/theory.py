@@ -348,7 +348,8 @@ def render(r: ReportData) -> list[str]:
         "`f_t` and the comparator evaluated exactly (in the primal of the kernel where the "
         "feature map has a finite one, else with the T × T kernel: docs/protocol.md §3.1); "
         "`R_T (estimated)` uses the learner's own online predictions instead. "
-        "Mean ± 95% CI over repetitions, for every setting of the proposed learner (the others: "
+        + ("Mean ± 95% CI over repetitions" if r.tested else "One repetition")
+        + ", for every setting of the proposed learner (the others: "
         "their setting selected on validation loss). The theorem bounds the expected "
         "regret by O(B√T), i.e. a log-log slope ≤ ½ asymptotically.",
         "",
@@ -374,18 +375,21 @@ def render(r: ReportData) -> list[str]:
             "",
             slope_sentence(g),
             "",
-            "Log-log slope of the regret against T with a 95% interval over repetitions: each "
-            "repetition's own least-squares slope of log R_T on log T over the window, then the "
-            "Student-t interval of their mean (repetitions with a non-positive regret in the "
-            "window lose those points; with fewer than two left they have no slope). Theorem 1: "
-            "≤ ½ asymptotically.",
-            "",
-            md_table(
-                ["T window", "T values", "slope (mean ± 95% CI)", "interval", "repetitions"],
-                slope_rows(raw[(m, setting)]),
-            ),
-            "",
         ]
+        if r.tested:  # one repetition: its slope is the sentence above, with no interval
+            L += [
+                "Log-log slope of the regret against T with a 95% interval over repetitions: "
+                "each repetition's own least-squares slope of log R_T on log T over the window, "
+                "then the Student-t interval of their mean (repetitions with a non-positive "
+                "regret in the window lose those points; with fewer than two left they have no "
+                "slope). Theorem 1: ≤ ½ asymptotically.",
+                "",
+                md_table(
+                    ["T window", "T values", "slope (mean ± 95% CI)", "interval", "repetitions"],
+                    slope_rows(raw[(m, setting)]),
+                ),
+                "",
+            ]
         L += [f"{line}\n" for line in rate_sentences(raw[(m, setting)], B)]
     L += setting_lines(r, raw)
     L += [
@@ -402,7 +406,7 @@ def setting_lines(r: ReportData, raw: dict) -> list[str]:
     """The paired slope differences between the proposed learner's settings
     (:func:`setting_slope_rows`), when it ran more than one."""
     L: list[str] = []
-    for m in r.proposed:
+    for m in r.proposed if r.tested else ():  # a paired test needs two repetitions
         raws = [(s, g) for (mm, s), g in raw.items() if mm == m]
         rows = setting_slope_rows(raws)
         if not rows:

@@ -4,16 +4,16 @@ learner against the best constant (mean) predictor (docs/protocol.md §7–§8).
 
 from __future__ import annotations
 
-from ..data import COMPARISONS, CONST_OF, ReportData, fmt, label, md_table, short
+from ..data import COMPARISONS, CONST_OF, ONE_REPETITION, ReportData, fmt, label, md_table, short
 from .gap import table as gap_table
 
 WHICH_LOSS = (
-    "Which loss each verdict uses: the test-loss verdicts evaluate every learned predictor "
+    "Which loss each {verdict} uses: the test-loss {verdict}s evaluate every learned predictor "
     "**exactly** — {subjects} with the closed-form kernel (`Σ α_i k(x_i, x)`), which a user "
     "without the kernel cannot do; the feature learners on their own features. What such a user "
     "gets, {subjects}'s Algorithm-2 test loss (`test_loss_estimated`, `m_test` = {m_test} samples "
     "per point on {n_est} test points), enters only the comparison with the mean predictor "
-    "below, as its own row. The online-loss verdicts use each learner's own online predictions "
+    "below, as its own row. The online-loss {verdict}s use each learner's own online predictions "
     "(for {subjects}, its Algorithm-2 estimates `E_t`)."
 )
 
@@ -36,7 +36,7 @@ def render(r: ReportData) -> list[str]:
     subjects = ", ".join(label(m) for m in r.proposed)
     ev = r.cfg["evaluation"]
     L = [
-        "## Verdict on the paper's claim",
+        "## Verdict on the paper's claim" if r.tested else "## The paper's claim",
         "",
         f"Claim (paper Section 6): at an equal feature budget, {subjects} reaches a lower loss "
         "than the other learners. The paper does not say which loss, so three comparisons are "
@@ -45,25 +45,30 @@ def render(r: ReportData) -> list[str]:
         "online loss with each learner's best setting for online loss (the regret view: best "
         "step size in hindsight). A fourth puts every learner against the mean predictor. "
         "Cells: paired difference (proposed − other; negative = the "
-        "proposed learner is better), mean ± 95% CI over repetitions.",
+        "proposed learner is better), "
+        + ("mean ± 95% CI over repetitions." if r.tested else f"one repetition. {ONE_REPETITION}"),
         "",
         WHICH_LOSS.format(
-            subjects=subjects, m_test=ev["m_test"], n_est=ev.get("n_test_estimated", "all")
+            subjects=subjects,
+            m_test=ev["m_test"],
+            n_est=ev.get("n_test_estimated", "all"),
+            verdict="verdict" if r.tested else "comparison",
         ),
         "",
     ]
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
+    verdict = ["verdict"] if r.tested else []  # one repetition: the differences only
     for i, (metric, by, what) in enumerate(COMPARISONS):
-        note = i == 0 and r.has_const
+        note = i == 0 and r.has_const and r.tested
         rows = [
             [f"{short(s)} < {label(o)}", k if k is not None else "—"]
             + [fmt(p["mean"], p["ci"], 3) for p in ps]
-            + [v]
+            + ([v] if r.tested else [])
             + ([mean_note(r, s, o, k)] if note else [])
             for s, o, k, ps, v in r.verdict_rows(metric, by)
         ]
         L += [f"**{what[0].upper() + what[1:]}**:", ""]
-        L += [md_table([*head, "verdict", *(["against the mean"] if note else [])], rows), ""]
+        L += [md_table([*head, *verdict, *(["against the mean"] if note else [])], rows), ""]
     L += gap_table(r, head)
     L += against_mean_table(r, head)
     return L
@@ -89,21 +94,25 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
         rows.append(
             [f"mean predictor's test loss on {points} (the yardstick)", "—"]
             + [r.yardstick(const, x) for x in r.xs]
-            + ["—"]
+            + (["—"] if r.tested else [])
         )
         for m, k, ps, v in mrows:
             name = label(m) + (f" ({how} test loss)" if metric != "test_loss" else "")
             rows.append(
                 [f"{name} < mean predictor", k if k is not None else "—"]
                 + [fmt(p["mean"], p["ci"], 3) for p in ps]
-                + [v]
+                + ([v] if r.tested else [])
             )
+    counted = (
+        "verdicts count the data settings where the difference is significant"
+        if r.tested
+        else ONE_REPETITION[0].lower() + ONE_REPETITION[1:-1]
+    )
     return [
         "**Test loss against the mean predictor** (learner − training-mean constant on the same "
         "test points, paired by repetition; negative = the learner beats the mean; the "
-        "yardstick rows give the mean predictor's own loss on those points; verdicts count the "
-        "data settings where the difference is significant):",
+        f"yardstick rows give the mean predictor's own loss on those points; {counted}):",
         "",
-        md_table([*head, "verdict"], rows),
+        md_table([*head, *(["verdict"] if r.tested else [])], rows),
         "",
     ]
