@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import keyword
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 from numbers import Integral, Real
 from typing import Any
 
@@ -75,6 +76,7 @@ from .features import FEATURE_MAPS, FeatureMap, Fourier, build_feature_map
 from .learners import LEARNERS, doubly_sgd, fixed_random, kernel_ogd, kernel_ridge, nystroem_ridge
 from .learners import shrinking_gradient as _sg
 from .learners.base import FitResult, KernelExpansion, LearnerSpec
+from .numeric_env import one_thread
 from .params import Param
 
 __all__ = [
@@ -179,6 +181,21 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
     _fmap_params: dict[str, Param] = {}
     _parameter_constraints: dict = {}
     _poor_score = False
+    # True on the estimator of a loaded cell (ilnrun.load(...).cell(...).estimator()): fit,
+    # partial_fit and predict run with every native thread pool (BLAS) pinned to one thread, as
+    # `ilnrun run` runs a cell, so that its numbers are the cell's whatever threads the session
+    # allows (kept by clone)
+    _one_thread = False
+
+    def _native_threads(self) -> AbstractContextManager:
+        """The threads native libraries may run in this estimator's computations."""
+        return one_thread() if self._one_thread else nullcontext()
+
+    def __sklearn_clone__(self):
+        new = super().__sklearn_clone__()
+        if self._one_thread:
+            new._one_thread = True
+        return new
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -201,7 +218,8 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         """One pass of the learner over ``(X, y)`` in the given order; returns ``self``."""
         self.X_seen_, self.y_seen_ = self._check_inputs(X, y, reset=True)
-        return self._pass()
+        with self._native_threads():
+            return self._pass()
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y):
@@ -213,7 +231,8 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
             X = np.ascontiguousarray(np.concatenate([self.X_seen_, X]))
             y = np.concatenate([self.y_seen_, y])
         self.X_seen_, self.y_seen_ = X, y
-        return self._pass()
+        with self._native_threads():
+            return self._pass()
 
     def _generators(self) -> tuple[np.random.Generator, Any]:
         """The pass's generator and the seed of estimated predictions (module docstring)."""
@@ -328,7 +347,8 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         """``f(x) * y_scale_ + y_mean_`` for every row of ``X``."""
         check_is_fitted(self, "predictor_")
         X = self._check_inputs(X, reset=False)
-        return self._predict_scaled(X) * self.y_scale_ + self.y_mean_
+        with self._native_threads():
+            return self._predict_scaled(X) * self.y_scale_ + self.y_mean_
 
     def _predict_scaled(self, X: np.ndarray) -> np.ndarray:
         p, fmap = self.predictor_, self.feature_map_

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__
+from . import __version__, numeric_env
 from . import config as C
 from .datasets import by_content, resume_views
 from .datasets.identity import changed_inputs
@@ -532,11 +532,18 @@ def _run_locked(
         del done[cell_id]
     log_notes(log, len(late), cfg.limits.cell_timeout_s, previous.get("cells_left_out"))
     pending = [c for c in all_cells if c.id not in done]
+    start = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    env = numeric_env.collect()
+    environments, env_changed = numeric_env.update_history(
+        _stored_meta(meta_path) if resumed else None, env, start, len(done)
+    )
+    if env_changed:  # said even with -q: the cells are computed under two environments
+        print(environment_note(out, env_changed), file=sys.stderr)
     meta = {
         "ilnrun_version": __version__,
         "command": " ".join(sys.argv),
         "config_path": config_path,
-        "start": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "start": start,
         "end": None,
         "cells": len(all_cells),
         "cells_resumed": len(done),
@@ -549,6 +556,8 @@ def _run_locked(
         "platform": platform.platform(),
         "engine": cfg.engine,
         "compiled_kernels": _compiled_kernels(),
+        "numeric_environment": env,
+        "numeric_environments": environments,
     }
     if cfg.engine == "jax":
         from .engines.jax_env import device
@@ -635,6 +644,26 @@ def older_version_note(older: str, out: Path) -> str:
         f"still validates and equals the stored one, and each finished cell is kept only if its "
         f"record digest matches (others run again). Use --fresh to recompute every cell with "
         f"{__version__}."
+    )
+
+
+def _stored_meta(meta_path: Path) -> dict | None:
+    """The earlier ``meta.json`` (``None`` when absent or not a mapping; read only after
+    :func:`_first_start` has checked the file)."""
+    if not meta_path.exists():
+        return None
+    old = load_json(meta_path)
+    return old if isinstance(old, dict) else None
+
+
+def environment_note(out: Path, changed: list[str]) -> str:
+    """What ``ilnrun run`` says when it resumes a directory whose finished cells were computed
+    under another numeric environment (:mod:`ilnrun.numeric_env`): one line, old -> new."""
+    return (
+        f"note: the numeric environment changed since the finished cells of {out} were "
+        f"computed ({'; '.join(changed)}): the cells computed now may differ from what the "
+        "earlier environment gives in the last digits; meta.json records both "
+        "(numeric_environments) and the report says so"
     )
 
 

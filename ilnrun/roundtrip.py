@@ -48,6 +48,7 @@ engine whose learner has a jax pass (its numbers are the jax pass's; the estimat
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from . import config as C
+from . import numeric_env
 from .cell import Instance, finish, make_instance, plan, reference_losses
 from .config.grid import seed_sequence
 from .learners import LEARNERS
@@ -69,6 +71,10 @@ TIMING_COLUMNS = ("wall_s", "eval_s")
 TABLE_COLUMNS = ("selected",)
 # the data-only yardsticks that fingerprint a cell's splits
 DATA_FINGERPRINT = ("test_loss_zero", "test_loss_const", "test_nmse_const")
+# the files load() reads: none may be a symbolic link out of the results directory
+READ_FILES = ("config.yaml", "meta.json", "runs.csv", "summary.csv", "curves.csv", "cells.jsonl")
+# characters of a cell id a message shows
+ID_SHOWN = 80
 
 
 class LoadError(ValueError):
@@ -87,6 +93,7 @@ def load(results_dir: str | Path) -> LoadedResults:
         owned = read_manifest(d)
     except ManifestError as exc:
         raise LoadError(f"{d}: {exc}; it cannot be identified as ilnrun's results") from None
+    _refuse_links_out(d)
     need = ("config.yaml", "runs.csv", "summary.csv", "cells.jsonl")
     missing = [n for n in need if not (d / n).is_file() or (owned is not None and n not in owned)]
     if missing:
@@ -104,6 +111,37 @@ def load(results_dir: str | Path) -> LoadedResults:
         raise LoadError(f"{d} cannot be read as ilnrun results: {_reason(exc)}") from None
     exp = _resolve_again(d, rd.cfg)
     return LoadedResults(d, exp, rd.meta, rd.runs, rd.summary, curves)
+
+
+def _refuse_links_out(d: Path) -> None:
+    """Refuse a file of :data:`READ_FILES` that is a symbolic link whose target lies outside
+    ``d``: load() reads what the results directory holds, never a file elsewhere."""
+    try:
+        root = d.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise LoadError(f"{d} cannot be resolved: {_reason(exc)}") from None
+    for name in READ_FILES:
+        p = d / name
+        if not p.is_symlink():
+            continue
+        try:
+            target = p.resolve(strict=False)
+        except (OSError, RuntimeError):  # a loop of links
+            target = None
+        if target is None or not target.is_relative_to(root):
+            raise LoadError(
+                f"{p} is a symbolic link to {os.readlink(p)!r}, outside the results directory "
+                f"{d}; load() reads only files inside it (copy the file there instead)"
+            )
+
+
+def _shown_id(cell_id: object) -> str:
+    """A cell id as a message shows it: its repr, the first :data:`ID_SHOWN` characters of a
+    longer one with its length."""
+    text = repr(cell_id)
+    if len(text) <= ID_SHOWN:
+        return text
+    return f"{text[:ID_SHOWN]}… ({len(cell_id) if isinstance(cell_id, str) else len(text)} chars)"
 
 
 def _reason(exc: BaseException) -> str:
@@ -152,19 +190,28 @@ class LoadedResults:
     _cells: dict = field(default_factory=dict, repr=False)
 
     def cell(self, cell_id: str) -> LoadedCell:
-        """The cell of ``runs.csv`` whose ``cell_id`` is ``cell_id`` (:class:`LoadedCell`)."""
+        """The cell of ``runs.csv`` whose ``cell_id`` is ``cell_id`` (:class:`LoadedCell`).
+
+        Its splits are rebuilt with every native thread pool pinned to one thread, as ``ilnrun
+        run`` builds them (:func:`ilnrun.numeric_env.one_thread`)."""
+        if not isinstance(cell_id, str):
+            raise LoadError(
+                f"a cell id is a string (the cell_id column of {self.out_dir}/runs.csv), not "
+                f"{type(cell_id).__name__}: {_shown_id(cell_id)}"
+            )
         if not self._cells:
             self._cells = {c.id: c for c in C.cells(self.config)}
         rows = self.runs[self.runs["cell_id"] == cell_id]
         if rows.empty:
             raise LoadError(
-                f"no cell {cell_id!r} in {self.out_dir}/runs.csv (cell ids are its cell_id column)"
+                f"no cell {_shown_id(cell_id)} in {self.out_dir}/runs.csv (cell ids are its "
+                "cell_id column)"
             )
         cell = self._cells.get(cell_id)
         if cell is None:
             raise LoadError(
-                f"cell {cell_id!r} of {self.out_dir} is not a cell of its config as this version "
-                "derives it (the results come from another version or were edited)"
+                f"cell {_shown_id(cell_id)} of {self.out_dir} is not a cell of its config as this "
+                "version derives it (the results come from another version or were edited)"
             )
         log = CellLog(self.out_dir)
         try:
@@ -177,23 +224,76 @@ class LoadedResults:
                 "gives it (other seed, feature map, data, evaluation or engine): its numbers "
                 "cannot be reproduced from this config"
             )
-        inst = make_instance(self.config.seed, self.config.feature_map, cell)
         row = rows.iloc[0]
-        _check_fingerprint(self.out_dir, cell_id, inst, row, self.config)
+        with numeric_env.one_thread():  # as the command line builds a cell's data
+            inst = make_instance(self.config.seed, self.config.feature_map, cell)
+            _check_fingerprint(self.out_dir, cell_id, inst, row, self.config, self.meta)
         return LoadedCell(self.config, cell, row, inst)
 
 
-def _check_fingerprint(d: Path, cell_id: str, inst: Instance, row: pd.Series, exp) -> None:
-    """The rebuilt splits give the row's data-only yardsticks bit for bit."""
+def _check_fingerprint(
+    d: Path, cell_id: str, inst: Instance, row: pd.Series, exp: C.Experiment, meta: dict
+) -> None:
+    """The rebuilt splits give the row's data-only yardsticks bit for bit; otherwise
+    :class:`LoadError` names every yardstick that differs (recorded, rebuilt, relative
+    difference) and the likely causes (:func:`_fingerprint_causes`)."""
     n_est = exp.evaluation.n_estimated(len(inst.data.y_test))
     ref = reference_losses(inst.data, n_est)
-    for key in DATA_FINGERPRINT:
-        if key in row.index and not _same(ref[key], row[key]):
-            raise LoadError(
-                f"the data rebuilt for cell {cell_id!r} differ from the data of the run in {d} "
-                f"({key}: recorded {row[key]!r}, rebuilt {ref[key]!r}); the dataset code or its "
-                "source changed since"
-            )
+    diffs = [
+        f"{key}: recorded {row[key]!r}, rebuilt {ref[key]!r} (relative difference "
+        f"{_relative(row[key], ref[key])})"
+        for key in DATA_FINGERPRINT
+        if key in row.index and not _same(ref[key], row[key])
+    ]
+    if diffs:
+        raise LoadError(
+            f"the data rebuilt for cell {cell_id!r} differ from the data of the run in {d}: "
+            + "; ".join(diffs)
+            + ". "
+            + _fingerprint_causes(meta)
+        )
+
+
+def _relative(a: Any, b: Any) -> str:
+    """``|a - b| / max(|a|, |b|)`` of two numbers, as text (``—`` when not numbers)."""
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return "—"
+    scale = max(abs(x), abs(y))
+    if not (math.isfinite(x) and math.isfinite(y)) or scale == 0.0:
+        return "—"
+    return f"{abs(x - y) / scale:.2g}"
+
+
+def _fingerprint_causes(meta: dict) -> str:
+    """Why rebuilt data can differ from a run's: the numeric environment ``meta.json``
+    records (:mod:`ilnrun.numeric_env`) against this one, the BLAS threads now; then a changed
+    dataset code or source."""
+    recorded = meta.get("numeric_environment") if isinstance(meta, dict) else None
+    threads = numeric_env.blas_threads()
+    pinned = (
+        f"BLAS ran {threads} thread(s) while rebuilding (the command line pins 1 per cell)"
+        if threads is not None
+        else "no BLAS library is loaded"
+    )
+    if not isinstance(recorded, dict):
+        env = (
+            "meta.json records no numeric environment (written by an earlier ilnrun), "
+            "so another CPU, BLAS kernel or library version cannot be ruled out"
+        )
+    else:
+        changed = numeric_env.changes(recorded, numeric_env.collect())
+        env = (
+            "the numeric environment differs from the one meta.json records ("
+            + "; ".join(changed)
+            + "): another CPU, BLAS kernel or library version sums in another order"
+            if changed
+            else "meta.json records this numeric environment (CPU, BLAS kernel, library versions)"
+        )
+    return (
+        f"Possible causes: {env}; {pinned}; or the dataset code or its source changed since the run"
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -270,7 +370,10 @@ class LoadedCell:
 
     def estimator(self, **params: Any):
         """The cell's estimator, unfitted (module docstring); ``params`` override estimator
-        parameters (``predict_mode="estimated"``, ...)."""
+        parameters (``predict_mode="estimated"``, ...). Its ``fit``, ``partial_fit`` and
+        ``predict`` (hence ``score``) run with every native thread pool pinned to one thread, as
+        ``ilnrun run`` runs a cell (:func:`ilnrun.numeric_env.one_thread`; a ``clone`` keeps
+        it)."""
         from .estimators import make_estimator
 
         exp = self.config
@@ -280,7 +383,7 @@ class LoadedCell:
             "m_test": exp.evaluation.m_test,
             **params,
         }
-        return make_estimator(
+        est = make_estimator(
             self.method,
             self.key.hyper,
             exp.feature_map.as_dict(),
@@ -288,6 +391,8 @@ class LoadedCell:
             random_state=self.seed,
             **kw,
         )
+        est._one_thread = True  # fit and predict pin native threads as the command line does
+        return est
 
     def reproduce(self, est: Any = None) -> pd.Series:
         """The cell's row recomputed from a fitted estimator (by default ``estimator()`` fitted
@@ -311,7 +416,8 @@ class LoadedCell:
         if res is None:
             raise LoadError("reproduce() takes an estimator fitted with fit(X_train, y_train)")
         p = plan(self.config.budget, self.key, self.instance)
-        row = finish(self.config, p, self.instance, res, None, 0.0)["row"]
+        with numeric_env.one_thread():  # the cell's evaluation, as the command line runs it
+            row = finish(self.config, p, self.instance, res, None, 0.0)["row"]
         return pd.Series({k: row.get(k, self.row[k]) for k in self.row.index})
 
     def differences(self, est: Any = None) -> dict[str, tuple[Any, Any]]:

@@ -18,7 +18,8 @@ PKG = Path(__file__).resolve().parent.parent / "ilnrun"
 # Floors, lowest first. A module is on the floor of the longest prefix listed.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # pure helpers: parameters and validation, statistics, bounded YAML, step-size schedules,
-    # batch-independent jax sums, the rate analysis (T reaching a target excess risk)
+    # batch-independent jax sums, the rate analysis (T reaching a target excess risk), the native
+    # numeric libraries (their threads, the numeric environment)
     (
         "ground",
         (
@@ -31,6 +32,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "estimator_checks",
             "rate",
             "threads",
+            "numeric_env",
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax

@@ -128,6 +128,36 @@ def test_an_unknown_cell_is_refused(loaded):
         loaded.cell("nope")
 
 
+@pytest.mark.parametrize("bad", [[1], ["x"], None, 3, b"abc", np.str_("x").encode()])
+def test_a_cell_id_that_is_not_a_string_is_refused(loaded, bad):
+    with pytest.raises(LoadError, match=f"a cell id is a string .*not {type(bad).__name__}"):
+        loaded.cell(bad)
+
+
+def test_a_huge_cell_id_is_not_echoed(loaded):
+    with pytest.raises(LoadError, match=r"no cell 'xxx.*… \(10000000 chars\)") as e:
+        loaded.cell("x" * 10_000_000)
+    assert len(str(e.value)) < 400
+
+
+def test_files_linked_out_of_the_directory_are_refused(run_dir, tmp_path):
+    """load() reads the results directory only: a symbolic link whose target lies outside it
+    is refused, named; one inside it is read."""
+    for name in ("runs.csv", "cells.jsonl", "meta.json"):
+        d = _copy(run_dir, tmp_path)
+        outside = tmp_path / f"elsewhere-{name}"
+        shutil.move(d / name, outside)
+        (d / name).symlink_to(outside)
+        with pytest.raises(LoadError, match=f"{name} is a symbolic link to .*outside the results"):
+            ilnrun.load(d)
+        shutil.rmtree(d)
+    d = _copy(run_dir, tmp_path)
+    (d / "sub").mkdir()
+    shutil.move(d / "runs.csv", d / "sub" / "runs.csv")
+    (d / "runs.csv").symlink_to(Path("sub") / "runs.csv")
+    assert len(ilnrun.load(d).runs) == len(pd.read_csv(run_dir / "runs.csv"))
+
+
 def test_refuses_what_is_not_ilnrun_results(tmp_path):
     with pytest.raises(LoadError, match="is not a directory"):
         ilnrun.load(tmp_path / "missing")
@@ -184,8 +214,46 @@ def test_refuses_rebuilt_data_that_differ(run_dir, monkeypatch):
         return data
 
     monkeypatch.setattr(cell_mod, "build_dataset", shifted)
-    with pytest.raises(LoadError, match="data rebuilt for cell .* differ.*test_loss_zero"):
+    with pytest.raises(LoadError, match="data rebuilt for cell .* differ.*test_loss_zero") as e:
         res.cell(res.runs["cell_id"][0])
+    msg = str(e.value)
+    # what differs, by how much, and why it may: the environment recorded, the threads
+    row = res.runs.iloc[0]
+    assert f"test_loss_zero: recorded {row['test_loss_zero']!r}, rebuilt " in msg
+    assert "relative difference " in msg and "test_loss_const: recorded" in msg
+    assert "meta.json records this numeric environment" in msg
+    assert "BLAS ran 1 thread(s) while rebuilding (the command line pins 1 per cell)" in msg
+    assert "the dataset code or its source changed" in msg
+
+
+def test_rebuilt_data_that_differ_under_another_environment(run_dir, tmp_path, monkeypatch):
+    """A run recorded on another CPU / BLAS kernel: the refusal names the differences,
+    recorded -> now."""
+    import ilnrun.cell as cell_mod
+
+    d = _copy(run_dir, tmp_path)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["numeric_environment"]["cpu"] = "Some Other CPU"
+    for lib in meta["numeric_environment"]["blas"]:
+        lib["architecture"] = "Nehalem"
+    (d / "meta.json").write_text(json.dumps(meta))
+    res = ilnrun.load(d)
+    real = cell_mod.build_dataset
+
+    def shifted(*args, **kwargs):
+        data = real(*args, **kwargs)
+        data.y_test = data.y_test * (1 + 1e-15)
+        return data
+
+    monkeypatch.setattr(cell_mod, "build_dataset", shifted)
+    with pytest.raises(LoadError, match="numeric environment differs") as e:
+        res.cell(res.runs["cell_id"][0])
+    assert "cpu: Some Other CPU -> " in str(e.value)
+    assert "blas[numpy].architecture: Nehalem -> " in str(e.value)
+    del meta["numeric_environment"]
+    (d / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(LoadError, match="meta.json records no numeric environment"):
+        ilnrun.load(d).cell(res.runs["cell_id"][0])
 
 
 def test_data_file_changed_or_gone(tmp_path):
@@ -248,3 +316,93 @@ def test_readme_round_trip_runs(tmp_path, monkeypatch, capsys):
     assert cell.method == "shrinking_gradient" and cell.size == row["m"] > 0
     assert (tmp_path / "results" / "roundtrip" / "runs.csv").is_file()
     assert capsys.readouterr().out.split()[0] == str(cell.setting["eta"])
+
+
+# Data big enough that OpenBLAS splits `y = X a` (2 050 x 400) and the kernel products over its
+# threads: in a session allowing 2 BLAS threads, the splits of repetition 2 rebuilt unpinned give
+# another test_loss_zero in the 17th digit (on the x86-64 OpenBLAS kernels this was written on)
+# and the batch references' test losses differ; pinned as the command line pins, none differs.
+THREADED = tiny_config(
+    seed=7,
+    repetitions=3,
+    **{
+        "dataset.D": 400,
+        "dataset.T": 30,
+        "dataset.n_val": 20,
+        "dataset.n_test": 2000,
+        "feature_map": {"kind": "fourier"},
+        "evaluation": {"m_test": 10, "curve_points": 5, "n_test_estimated": 20},
+        "methods": {
+            "shrinking_gradient": {"eta": 0.3, "schedule": "constant", "B": 1.0},
+            "doubly_sgd": {"eta": 0.3, "schedule": "constant", "nu": 0.0},
+            "fixed_random": {"eta": 0.3, "schedule": "inv_sqrt"},
+            "kernel_ogd": {"eta": 0.3, "schedule": "constant"},
+            "kernel_ridge": {"ridge": 0.01},
+            "nystroem_ridge": {"rank": 10, "ridge": 0.01},
+        },
+    },
+)
+
+# A plain Python session: BLAS left to its own threads (at least 2), every cell loaded, every
+# learner's row reproduced by its estimator; prints what did not come back.
+SESSION = """
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+import ilnrun
+
+threadpool_limits(limits=2, user_api="blas")  # what a session on 2 cores gets by default
+threads = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+res = ilnrun.load(sys.argv[1])
+bad = []
+for cell_id in res.runs["cell_id"]:
+    try:
+        c = res.cell(cell_id)
+    except ilnrun.LoadError as exc:
+        bad.append(["load", cell_id, str(exc)[:300]])
+        continue
+    est = c.estimator().fit(c.X_train, c.y_train)
+    row = c.row
+    test = float(0.5 * np.mean((est.predict(c.X_test) - c.y_test) ** 2))
+    if float(np.mean(est.online_losses_)) != row["online_loss"] or test != row["test_loss"]:
+        bad.append(["estimator", c.method, test, row["test_loss"]])
+    diff = c.differences(est)
+    if diff:
+        bad.append(["row", c.method, sorted(diff)])
+print(json.dumps({"threads": threads, "bad": bad, "cells": len(res.runs)}))
+"""
+
+
+def test_a_plain_session_reproduces_every_cell_of_the_command_line(tmp_path):
+    """A run made by the command line (one BLAS thread per cell), read back in a plain Python
+    session whose BLAS runs 2 threads (OPENBLAS_NUM_THREADS and the like unset): every cell
+    loads, and every learner's estimator gives its row bit for bit — load() and the estimator
+    pin the native thread pools as the command line does."""
+    import os
+    import subprocess
+    import sys
+
+    path = write_config(tmp_path / "threaded.yaml", THREADED)
+    out = tmp_path / "results"
+    r = invoke(["run", path, "--out", out, "-q"])
+    assert r.exit_code == 0, r.output
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(ilnrun.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SESSION, str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert min(got["threads"]) >= 2, got["threads"]  # the session really runs 2 BLAS threads
+    assert got["cells"] == 3 * 6
+    assert got["bad"] == []

@@ -244,7 +244,7 @@ class Shape:
 
 def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | None = None) -> None:
     """Run ``pending`` cells on the jax engine and hand each record to ``on_record``."""
-    from threadpoolctl import threadpool_limits
+    from ..numeric_env import one_thread
 
     quantum = width_quantum(setup().default_backend())
     budget = memory_budget() if memory is None else memory
@@ -258,7 +258,7 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
                 p = plan(exp.budget, cell, inst)
                 jaxmod = p.spec.engine("jax")
                 if jaxmod is None:  # no jax pass: the numpy one
-                    with threadpool_limits(1):
+                    with one_thread():
                         on_record(run_cell(exp, cell))
                     continue
                 key = (cell.method, jaxmod.static(p.args))
@@ -293,7 +293,7 @@ def _run_members(
 ) -> None:
     """Run one batch of members of ``shape``, padded to ``size`` cells, and record every
     cell."""
-    from threadpoolctl import threadpool_limits
+    from ..numeric_env import one_thread
 
     n = len(batch)
     padded = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
@@ -307,7 +307,7 @@ def _run_members(
     t0 = perf_counter()
     outs = run_batch(jaxmod, shape.static, T, shape.width, fmap_cls, shape.data, cells, limit)
     wall = (perf_counter() - t0) / n
-    with threadpool_limits(1):
+    with one_thread():
         for m, out in zip(batch, outs, strict=False):
             res, reason = guarded(
                 "fit", jaxmod.result, shape.static, m.plan.args, out, m.inst.fmap, T

@@ -5,9 +5,10 @@ worker processes (docs/architecture.md §3).
   each worker caches the last few dataset instances (:func:`ilnrun.cell.instance`), and cells
   sharing an instance are dispatched consecutively. Nothing depends on the number of workers,
   the backend or the order in which cells run (seeds: :func:`ilnrun.cell.seeds`).
-- Threads: BLAS and every other native thread pool run one thread inside a cell, whether the cell
-  runs in-process (``--jobs 1``) or in a worker, so the numbers are bit-identical for any
-  ``--jobs`` and backend. Loky workers exit when the parent process dies.
+- Threads: BLAS and every other native thread pool run one thread inside a cell
+  (:func:`ilnrun.numeric_env.one_thread`), whether the cell runs in-process (``--jobs 1``) or in
+  a worker, so the numbers are bit-identical for any ``--jobs`` and backend. Loky workers exit
+  when the parent process dies.
 - Tasks: a worker task runs a few consecutive cells of one dataset instance (:func:`chunks`: at
   most ``CHUNK_ROUNDS`` training rounds in all, so ``CHUNK_ROUNDS / T`` cells of ``T`` rounds;
   one cell per task from ``T >= CHUNK_ROUNDS / 2``), which pays the dispatch (pickling, a
@@ -36,6 +37,7 @@ import time
 
 from ..cell import forget_instances, run_cell
 from ..config import Cell, Experiment
+from ..numeric_env import one_thread
 from ..threads import threads_per_cell
 
 __all__ = [
@@ -114,25 +116,6 @@ def _watch_parent(parent: int | None = None) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="ilnrun-parent-watchdog", daemon=True).start()
-
-
-_CONTROLLER: tuple[tuple[int, int], object] | None = None
-
-
-def one_thread():
-    """A context in which every native thread pool (BLAS, OpenMP) runs one thread.
-
-    Listing the loaded native libraries costs ~10 ms, so the list is kept and made again only
-    when the process has imported new modules since (which is when new libraries can appear):
-    entering the context then costs ~0.1 ms per cell."""
-    global _CONTROLLER
-    state = (os.getpid(), len(sys.modules))
-    if _CONTROLLER is None or _CONTROLLER[0] != state:
-        from threadpoolctl import ThreadpoolController
-
-        controller = ThreadpoolController()
-        _CONTROLLER = ((os.getpid(), len(sys.modules)), controller)
-    return _CONTROLLER[1].limit(limits=1)
 
 
 def worker_cell(exp: Experiment, cell: Cell, watch_parent: int | None = None) -> dict:

@@ -54,14 +54,15 @@ try:
     if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
         raise ImportError(f"{NO_NUMBA_ENV} is set")
     # numba's own thread pool for the parallel loops (fit's threads), unless the user chose one:
-    # an OpenMP pool would be pinned to one thread by a cell's limits (ilnrun.runner.one_thread)
+    # an OpenMP pool would be pinned to one thread by a cell's limits
+    # (ilnrun.numeric_env.one_thread)
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import numba
 
         # numba's np.dot calls scipy's BLAS: load it now, before a cell pins the native
-        # thread pools to one thread (ilnrun.runner.one_thread lists the loaded libraries)
+        # thread pools to one thread (ilnrun.numeric_env.one_thread lists the loaded libraries)
         import scipy.linalg.cython_blas  # noqa: F401
     _WHY_NOT = ""
 except ImportError as exc:  # a Python that numba does not support yet, or switched off

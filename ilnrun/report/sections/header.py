@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...numeric_env import changes, computed_under, summary
 from ..data import ReportData
 
 
@@ -29,6 +30,7 @@ def render(r: ReportData) -> list[str]:
         )
         + "._",
         "",
+        *environments(meta, len(r.runs)),
         "Regenerate:",
         "",
         "```",
@@ -41,3 +43,25 @@ def render(r: ReportData) -> list[str]:
     if r.cfg.get("description"):
         L += [r.cfg["description"].strip(), ""]
     return L
+
+
+def environments(meta: dict, cells: int) -> list[str]:
+    """A paragraph when the cells were computed under more than one numeric environment
+    (``meta.json``'s ``numeric_environments``, :mod:`ilnrun.numeric_env`): each environment,
+    from when and for how many cells, and what changed; nothing otherwise."""
+    used = computed_under(meta.get("numeric_environments"), cells)
+    if len(used) < 2:
+        return []
+    lines = [
+        f"_The cells were computed under {len(used)} numeric environments (CPU, BLAS kernel, "
+        "library versions: `meta.json` `numeric_environments`); the numbers of one may differ "
+        "from what another gives in the last digits:_",
+        "",
+    ]
+    for i, (entry, n) in enumerate(used):
+        env = entry.get("environment")
+        what = summary(env) if env is not None else "not recorded (an earlier ilnrun)"
+        if i and env is not None and used[i - 1][0].get("environment") is not None:
+            what += f" — changed: {'; '.join(changes(used[i - 1][0]['environment'], env))}"
+        lines.append(f"- from {entry.get('since') or 'an unrecorded start'}, {n} cell(s): {what}")
+    return [*lines, ""]
