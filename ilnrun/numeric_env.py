@@ -14,7 +14,9 @@ another order too. Hence two things, in one place:
   extensions (baseline, found, not found: what ``numpy.show_runtime()`` prints) and the
   versions of numpy, scipy, numba, llvmlite, scikit-learn, jax and jaxlib (``None`` when not
   installed; read from the package metadata, nothing is imported for it). :func:`changes`
-  names what differs between two such records, ``old -> new``.
+  names what differs between two such records, ``old -> new``; :func:`update_history` keeps
+  ``meta.json``'s ``numeric_environments`` (the environments a directory's cells were computed
+  under) and :func:`computed_under` reads it for the report.
 """
 
 from __future__ import annotations

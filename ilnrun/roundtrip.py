@@ -23,7 +23,15 @@ budget convention, evaluation, engine, data by content, :func:`ilnrun.config.rec
 the splits rebuilt from the config and the cell's data seed ``SeedSequence(seed,
 spawn_key=H(dataset setting, repetition))`` must give the row's data-only yardsticks
 (``test_loss_zero``, ``test_loss_const``, ``test_nmse_const``) bit for bit; otherwise
-:class:`LoadError` says what differs.
+:class:`LoadError` says what differs (each yardstick: recorded, rebuilt, relative difference)
+and why it may (the numeric environment ``meta.json`` records against this one, the BLAS
+threads, the dataset code). Every file read must lie in the directory (a symbolic link out of it
+is refused).
+
+**Threads.** The splits are rebuilt, the estimator fits and predicts, and :meth:`reproduce`
+evaluates with every native thread pool pinned to one thread
+(:func:`ilnrun.numeric_env.one_thread`), as ``ilnrun run`` computes a cell: a session allowing
+more BLAS threads would sum large products in another order.
 
 **Reproduction.** :meth:`LoadedCell.estimator` is
 :func:`ilnrun.estimators.make_estimator` with the cell's learner, resolved setting, the
