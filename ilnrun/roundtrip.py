@@ -283,7 +283,7 @@ def _fingerprint_causes(meta: dict) -> str:
     pinned = (
         f"BLAS ran {threads} thread(s) while rebuilding (the command line pins 1 per cell)"
         if threads is not None
-        else "no BLAS library is loaded"
+        else "threadpoolctl lists no BLAS library, so its threads are unknown"
     )
     if not isinstance(recorded, dict):
         env = (

@@ -128,7 +128,7 @@ def test_an_unknown_cell_is_refused(loaded):
         loaded.cell("nope")
 
 
-@pytest.mark.parametrize("bad", [[1], ["x"], None, 3, b"abc", np.str_("x").encode()])
+@pytest.mark.parametrize("bad", [[1], ["x"], None, 3, b"abc", np.int64(3)])
 def test_a_cell_id_that_is_not_a_string_is_refused(loaded, bad):
     with pytest.raises(LoadError, match=f"a cell id is a string .*not {type(bad).__name__}"):
         loaded.cell(bad)
