@@ -45,6 +45,7 @@ __all__ = [
 PACKAGES = ("numpy", "scipy", "numba", "llvmlite", "scikit-learn", "jax", "jaxlib")
 
 _CONTROLLER: tuple[tuple[int, int], Any] | None = None
+MAX_CHANGES = 40  # changes() lists at most this many (a hand-edited meta.json may hold more)
 
 
 def _controller() -> Any:
@@ -194,9 +195,11 @@ def changes(old: Any, new: Any) -> list[str]:
             continue
         if isinstance(x, list) and isinstance(y, list):
             diff = [f"+{f}" for f in y if f not in x] + [f"-{f}" for f in x if f not in y]
-            out.append(f"{key}: {_show(' '.join(diff) or f'{x} -> {y}')}")
+            out.append(f"{_show(key)}: {_show(' '.join(diff) or f'{x} -> {y}')}")
         else:
-            out.append(f"{key}: {_show(x)} -> {_show(y)}")
+            out.append(f"{_show(key)}: {_show(x)} -> {_show(y)}")
+    if len(out) > MAX_CHANGES:
+        out = [*out[:MAX_CHANGES], f"… and {len(out) - MAX_CHANGES} more"]
     return out
 
 
@@ -205,16 +208,17 @@ def summary(env: Any) -> str:
     numpy's version."""
     if not isinstance(env, Mapping):
         return "not recorded"
+    blas = env.get("blas") if isinstance(env.get("blas"), list) else []
     libs = [
-        f"{lib.get('internal_api')} {lib.get('version')} {lib.get('architecture')} "
-        f"({lib.get('used_by') or lib.get('library')})"
-        for lib in env.get("blas") or []
+        " ".join(_show(lib.get(k), 24) for k in ("internal_api", "version", "architecture"))
+        + f" ({_show(lib.get('used_by') or lib.get('library'), 24)})"
+        for lib in blas[:4]
         if isinstance(lib, Mapping)
     ]
     versions = env.get("versions") if isinstance(env.get("versions"), Mapping) else {}
     return (
         f"CPU {_show(env.get('cpu'))}, BLAS {', '.join(libs) or '—'}, "
-        f"numpy {versions.get('numpy') or '—'}"
+        f"numpy {_show(versions.get('numpy'), 24)}"
     )
 
 
