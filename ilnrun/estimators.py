@@ -181,7 +181,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
     _fmap_params: dict[str, Param] = {}
     _parameter_constraints: dict = {}
     _poor_score = False
-    # True on the estimator of a loaded cell (ilnrun.load(...).cell(...).estimator()): fit,
+    # make_estimator(one_thread=True), as ilnrun.load(...).cell(...).estimator() makes it: fit,
     # partial_fit and predict run with every native thread pool (BLAS) pinned to one thread, as
     # `ilnrun run` runs a cell, so that its numbers are the cell's whatever threads the session
     # allows (kept by clone)
@@ -483,13 +483,17 @@ def make_estimator(
     feature_map: dict | str | None = None,
     size: int | None = None,
     random_state: Any = None,
+    one_thread: bool = False,
     **params: Any,
 ) -> _SpecRegressor:
     """An estimator for ``learner`` configured like a cell: ``setting`` its resolved
     hyperparameters (``None`` entries, unused by the setting, are left out), ``feature_map`` a
     resolved ``feature_map`` section (``{"kind": ..., "sigma": ...}``) or a map name, ``size``
     its budget size, ``random_state`` the seed (a cell's ``SeedSequence``), ``params`` any other
-    estimator parameter (``center_y=False, scale_y=False`` for data already scaled)."""
+    estimator parameter (``center_y=False, scale_y=False`` for data already scaled).
+    ``one_thread``: the estimator fits and predicts with every native thread pool pinned to one
+    thread, as ``ilnrun run`` computes a cell (:func:`ilnrun.numeric_env.one_thread`; not an
+    estimator parameter, kept by ``clone``)."""
     if learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r} (registered: {', '.join(LEARNERS)})")
     cls = estimator_class(learner)
@@ -508,7 +512,9 @@ def make_estimator(
     unknown = sorted(set(kw) - set(valid))
     if unknown:
         raise ValueError(f"{cls.__name__} has no parameter(s) {unknown} (valid: {sorted(valid)})")
-    return cls(**kw)
+    est = cls(**kw)
+    est._one_thread = bool(one_thread)
+    return est
 
 
 def __getattr__(name: str) -> type:

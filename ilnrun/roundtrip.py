@@ -235,12 +235,20 @@ class LoadedResults:
         row = rows.iloc[0]
         with numeric_env.one_thread():  # as the command line builds a cell's data
             inst = make_instance(self.config.seed, self.config.feature_map, cell)
-            _check_fingerprint(self.out_dir, cell_id, inst, row, self.config, self.meta)
+            _check_fingerprint(
+                self.out_dir, cell_id, inst, row, self.config, self.meta, len(self.runs)
+            )
         return LoadedCell(self.config, cell, row, inst)
 
 
 def _check_fingerprint(
-    d: Path, cell_id: str, inst: Instance, row: pd.Series, exp: C.Experiment, meta: dict
+    d: Path,
+    cell_id: str,
+    inst: Instance,
+    row: pd.Series,
+    exp: C.Experiment,
+    meta: dict,
+    n_cells: int,
 ) -> None:
     """The rebuilt splits give the row's data-only yardsticks bit for bit; otherwise
     :class:`LoadError` names every yardstick that differs (recorded, rebuilt, relative
@@ -258,7 +266,7 @@ def _check_fingerprint(
             f"the data rebuilt for cell {cell_id!r} differ from the data of the run in {d}: "
             + "; ".join(diffs)
             + ". "
-            + _fingerprint_causes(meta)
+            + _fingerprint_causes(meta, n_cells)
         )
 
 
@@ -274,31 +282,37 @@ def _relative(a: Any, b: Any) -> str:
     return f"{abs(x - y) / scale:.2g}"
 
 
-def _fingerprint_causes(meta: dict) -> str:
-    """Why rebuilt data can differ from a run's: the numeric environment ``meta.json``
-    records (:mod:`ilnrun.numeric_env`) against this one, the BLAS threads now; then a changed
-    dataset code or source."""
-    recorded = meta.get("numeric_environment") if isinstance(meta, dict) else None
+def _fingerprint_causes(meta: dict, cells: int) -> str:
+    """Why rebuilt data can differ from a run's: the numeric environments ``meta.json``
+    records for the directory's ``cells`` finished cells (:mod:`ilnrun.numeric_env`) against
+    this one, the BLAS threads now; then a changed dataset code or source."""
+    meta = meta if isinstance(meta, dict) else {}
+    recorded = [
+        e.get("environment")
+        for e, _ in numeric_env.computed_under(meta.get("numeric_environments"), cells)
+    ] or [meta.get("numeric_environment")]
     threads = numeric_env.blas_threads()
     pinned = (
         f"BLAS ran {threads} thread(s) while rebuilding (the command line pins 1 per cell)"
         if threads is not None
         else "threadpoolctl lists no BLAS library, so its threads are unknown"
     )
-    if not isinstance(recorded, dict):
-        env = (
-            "meta.json records no numeric environment (written by an earlier ilnrun), "
-            "so another CPU, BLAS kernel or library version cannot be ruled out"
-        )
-    else:
-        changed = numeric_env.changes(recorded, numeric_env.collect())
+    now = numeric_env.collect()
+    changed = [numeric_env.changes(env, now) for env in recorded if isinstance(env, dict)]
+    changed = [c for c in changed if c]
+    if changed:
         env = (
             "the numeric environment differs from the one meta.json records ("
-            + "; ".join(changed)
+            + "; ".join(changed[0])
             + "): another CPU, BLAS kernel or library version sums in another order"
-            if changed
-            else "meta.json records this numeric environment (CPU, BLAS kernel, library versions)"
         )
+    elif not all(isinstance(env, dict) for env in recorded):
+        env = (
+            "meta.json records no numeric environment for (some of) its cells (written by an "
+            "earlier ilnrun), so another CPU, BLAS kernel or library version cannot be ruled out"
+        )
+    else:
+        env = "meta.json records this numeric environment (CPU, BLAS kernel, library versions)"
     return (
         f"Possible causes: {env}; {pinned}; or the dataset code or its source changed since the run"
     )
@@ -391,16 +405,15 @@ class LoadedCell:
             "m_test": exp.evaluation.m_test,
             **params,
         }
-        est = make_estimator(
+        return make_estimator(
             self.method,
             self.key.hyper,
             exp.feature_map.as_dict(),
             size=self.size,
             random_state=self.seed,
+            one_thread=True,  # fit and predict pin native threads as the command line does
             **kw,
         )
-        est._one_thread = True  # fit and predict pin native threads as the command line does
-        return est
 
     def reproduce(self, est: Any = None) -> pd.Series:
         """The cell's row recomputed from a fitted estimator (by default ``estimator()`` fitted

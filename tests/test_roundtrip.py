@@ -233,8 +233,9 @@ def test_rebuilt_data_that_differ_under_another_environment(run_dir, tmp_path, m
 
     d = _copy(run_dir, tmp_path)
     meta = json.loads((d / "meta.json").read_text())
-    meta["numeric_environment"]["cpu"] = "Some Other CPU"
-    for lib in meta["numeric_environment"]["blas"]:
+    [entry] = meta["numeric_environments"]  # the environment the cells were computed under
+    entry["environment"]["cpu"] = "Some Other CPU"
+    for lib in entry["environment"]["blas"]:
         lib["architecture"] = "Nehalem"
     (d / "meta.json").write_text(json.dumps(meta))
     res = ilnrun.load(d)
@@ -250,7 +251,7 @@ def test_rebuilt_data_that_differ_under_another_environment(run_dir, tmp_path, m
         res.cell(res.runs["cell_id"][0])
     assert "cpu: Some Other CPU -> " in str(e.value)
     assert "blas[numpy].architecture: Nehalem -> " in str(e.value)
-    del meta["numeric_environment"]
+    del meta["numeric_environment"], meta["numeric_environments"]
     (d / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(LoadError, match="meta.json records no numeric environment"):
         ilnrun.load(d).cell(res.runs["cell_id"][0])
@@ -281,6 +282,38 @@ def test_data_file_changed_or_gone(tmp_path):
     (tmp_path / "data.csv").unlink()
     with pytest.raises(LoadError, match="no longer validates"):
         ilnrun.load(out)
+
+
+def test_the_estimator_of_a_cell_runs_one_blas_thread(loaded, monkeypatch):
+    """fit, predict and score of a loaded cell's estimator (and of its clone) run with BLAS
+    pinned to one thread, whatever the session allows; a plain estimator leaves BLAS alone."""
+    from sklearn.base import clone
+    from threadpoolctl import threadpool_limits
+
+    from ilnrun import numeric_env
+    from ilnrun.estimators import make_estimator
+
+    c = loaded.cell(loaded.runs.loc[loaded.runs["method"] == "nystroem_ridge", "cell_id"].iloc[0])
+    est = clone(c.estimator())
+    cls = type(est)
+    seen: list = []
+    for name in ("_pass", "_predict_scaled"):
+        real = getattr(cls, name)
+
+        def spy(self, *args, _real=real):
+            seen.append(numeric_env.blas_threads())
+            return _real(self, *args)
+
+        monkeypatch.setattr(cls, name, spy)
+    with threadpool_limits(limits=2, user_api="blas"):
+        session = numeric_env.blas_threads()
+        est.fit(c.X_train, c.y_train)
+        est.predict(c.X_test)
+        est.score(c.X_test, c.y_test)
+        assert seen == [1, 1, 1]
+        plain = make_estimator("nystroem_ridge", c.setting, "fourier", size=c.size)
+        plain.fit(c.X_train, c.y_train)
+        assert seen[-1] == session
 
 
 def test_a_jax_cell_is_not_reproduced_bit_for_bit(loaded):
