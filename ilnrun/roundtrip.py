@@ -70,6 +70,7 @@ from .cell import Instance, finish, make_instance, plan, reference_losses
 from .config.grid import seed_sequence
 from .learners import LEARNERS
 from .results import CellLog, ManifestError, read_manifest
+from .safe_yaml import bounded_repr
 
 __all__ = ["LoadError", "LoadedCell", "LoadedResults", "load"]
 
@@ -256,8 +257,8 @@ def _check_fingerprint(
     n_est = exp.evaluation.n_estimated(len(inst.data.y_test))
     ref = reference_losses(inst.data, n_est)
     diffs = [
-        f"{key}: recorded {row[key]!r}, rebuilt {ref[key]!r} (relative difference "
-        f"{_relative(row[key], ref[key])})"
+        f"{key}: recorded {_number(row[key])}, rebuilt {_number(ref[key])} (relative "
+        f"difference {_relative(row[key], ref[key])})"
         for key in DATA_FINGERPRINT
         if key in row.index and not _same(ref[key], row[key])
     ]
@@ -268,6 +269,14 @@ def _check_fingerprint(
             + ". "
             + _fingerprint_causes(meta, n_cells)
         )
+
+
+def _number(v: Any) -> str:
+    """A value as a message shows it: a number by its shortest round-trip repr."""
+    try:
+        return repr(float(v))
+    except (TypeError, ValueError):
+        return bounded_repr(v, 60)
 
 
 def _relative(a: Any, b: Any) -> str:

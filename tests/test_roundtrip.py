@@ -219,7 +219,7 @@ def test_refuses_rebuilt_data_that_differ(run_dir, monkeypatch):
     msg = str(e.value)
     # what differs, by how much, and why it may: the environment recorded, the threads
     row = res.runs.iloc[0]
-    assert f"test_loss_zero: recorded {row['test_loss_zero']!r}, rebuilt " in msg
+    assert f"test_loss_zero: recorded {float(row['test_loss_zero'])!r}, rebuilt " in msg
     assert "relative difference " in msg and "test_loss_const: recorded" in msg
     assert "meta.json records this numeric environment" in msg
     assert "BLAS ran 1 thread(s) while rebuilding (the command line pins 1 per cell)" in msg
