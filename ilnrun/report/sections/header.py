@@ -63,5 +63,6 @@ def environments(meta: dict, cells: int) -> list[str]:
         what = summary(env) if env is not None else "not recorded (an earlier ilnrun)"
         if i and env is not None and used[i - 1][0].get("environment") is not None:
             what += f" — changed: {'; '.join(changes(used[i - 1][0]['environment'], env))}"
-        lines.append(f"- from {entry.get('since') or 'an unrecorded start'}, {n} cell(s): {what}")
+        since = str(entry.get("since") or "an unrecorded start")[:40]
+        lines.append(f"- from {since}, {n} cell(s): {what}")
     return [*lines, ""]
