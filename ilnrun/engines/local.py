@@ -39,6 +39,7 @@ __all__ = [
     "Progress",
     "chunks",
     "execute_local",
+    "loky_options",
     "one_thread",
     "warm_up",
     "worker_cell",
@@ -186,6 +187,19 @@ def warm_up(exp: Experiment, pending: list[Cell], on_record) -> list[Cell]:
     return [c for c in pending if id(c) not in ran]
 
 
+def loky_options(parent: int) -> dict:
+    """joblib's options for the loky workers of a run started by process ``parent``: the
+    threads of a cell (``--threads``, capped to the CPUs: :func:`~ilnrun.threads.threads_per_cell`;
+    one by default, BLAS is pinned to one in a cell anyway) as the workers' thread limit (joblib
+    exports it as ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``... in each worker), and the parent
+    watchdog from the worker's start (before it runs a cell), as well as at its first cell."""
+    return {
+        "inner_max_num_threads": threads_per_cell(),
+        "initializer": _watch_parent,
+        "initargs": (parent,),
+    }
+
+
 def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str, on_record) -> None:
     """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
     ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
@@ -204,18 +218,7 @@ def execute_local(exp: Experiment, pending: list[Cell], jobs: int, backend: str,
     if watch:
         pending = warm_up(exp, pending, on_record)
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
-    # loky: `--threads` threads per worker (one by default; BLAS is pinned to one in a cell
-    # anyway), and the parent watchdog from the worker's start (before it runs a cell), as well
-    # as at its first cell
-    limits = (
-        {
-            "inner_max_num_threads": threads_per_cell(),
-            "initializer": _watch_parent,
-            "initargs": (parent,),
-        }
-        if watch
-        else {}
-    )
+    limits = loky_options(parent) if watch else {}
     from ..tempdirs import joblib_temp_folder
 
     with (
