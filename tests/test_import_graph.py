@@ -31,6 +31,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "estimator_checks",
             "rate",
             "threads",
+            "compiled_cache",
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
