@@ -32,6 +32,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rate",
             "threads",
             "compiled_cache",
+            "stopping",
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
