@@ -400,7 +400,9 @@ def _run_locked(cfg, out, jobs, backend, fresh, quiet, config_path, extend=False
         check_stop()  # a stop whose exception was swallowed
 
     try:
-        with stop_on_signals(out):  # raises a stop asked for before (during `import jax`)
+        # raises a stop asked for before (while jax was imported); the numpy engine's cells
+        # stop where the signal lands, the jax engine's after their batch (ilnrun/stopping.py)
+        with stop_on_signals(out, raising=cfg.engine != "jax"):
             execute(cfg, pending, jobs, backend, on_record)
             check_stop()
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)

@@ -4,16 +4,22 @@ One guard (:func:`stop_on_signals`) covers a whole ``ilnrun run`` command: the c
 first, before any heavy import (numpy, numba, jax: seconds), and the run inside it only checks
 it; an API run installs its own where none is active (in the main thread). While it is active:
 
-- the first signal is remembered (:func:`stop_requested`) and raised in the main thread as
-  :class:`Stop` (a ``KeyboardInterrupt``), so Python code unwinds at once: workers stopped, the
-  results directory's lock released, the resume hint printed (exit status 128 + the signal);
-- a remembered stop is never forgotten while the guard is active: where the exception lands in
+- the first signal is remembered (:func:`stop_requested`). While the numpy engine's cells run
+  and the tables are written (plain Python, numpy, joblib) it is also raised in the main
+  thread as :class:`Stop` (a ``KeyboardInterrupt``), so the run unwinds at once: workers
+  stopped, the results directory's lock released, the resume hint printed (exit status 128 +
+  the signal). Elsewhere (while modules are imported, the jax engine's batches) it is only
+  remembered and raised at the next :func:`check_stop`: an exception raised inside ``import
+  jax`` crossed a C++ frame of jaxlib's MLIR bindings (nanobind) and aborted the process
+  (status 134, a traceback: 1 of 40 SIGTERM trials);
+- a remembered stop is never forgotten while the guard is active: where a raised one lands in
   code that swallows it (a ``__del__`` or garbage-collection callback, where Python prints
-  "Exception ignored" and goes on; a library catching ``BaseException`` during ``import jax``
-  or a compilation), the run raises it again at its next :func:`check_stop`: before the cells,
-  after each finished cell, after the cells and after the tables; the one from a callback is
-  dropped without its traceback (``sys.unraisablehook``). Before this, a stop swallowed while jax
-  was imported was forgotten when the cells started: the run finished every cell and exited 0;
+  "Exception ignored" and goes on), the run raises it again at its next :func:`check_stop`:
+  after jax is imported, before the cells, after each finished cell, after the cells and after
+  the tables; the one from a callback is dropped without its traceback
+  (``sys.unraisablehook``). Before this, a stop swallowed by jax's garbage-collection callback
+  while jax was imported was forgotten when the cells started: the run finished every cell and
+  exited 0;
 - later signals are absorbed: a second Ctrl-C does not cut the cleanup short;
 - :data:`GRACE_S` seconds after the first signal a watchdog thread ends the process (status 128
   + the signal) whatever the main thread is doing: compiled code that runs no Python signal
@@ -52,12 +58,15 @@ class Stop(KeyboardInterrupt):
 
 
 def stop_handler(signum: int, frame: object) -> None:
-    """SIGINT / SIGTERM: the first one is remembered and raises :class:`Stop`; later ones are
-    ignored while the stop is under way (a second Ctrl-C does not cut the cleanup)."""
+    """SIGINT / SIGTERM: the first one is remembered and, where the guard in force raises
+    (:func:`stop_on_signals`), raises :class:`Stop`; later ones are ignored while the stop is
+    under way (a second Ctrl-C does not cut the cleanup)."""
     if _STOP["signum"] is not None:
         return
     _STOP["signum"] = signum
-    raise Stop(signum)
+    guard = active()
+    if guard is None or guard.raising:
+        raise Stop(signum)
 
 
 def reset_stop() -> None:
@@ -128,9 +137,11 @@ class Watchdog:
 
 
 class Guard:
-    """The signal handling of one command or run (:func:`install`)."""
+    """The signal handling of one command or run (:func:`install`); ``raising``: whether a
+    signal raises :class:`Stop` where it lands, or is only remembered (:func:`check_stop`)."""
 
-    def __init__(self, out: Path | None) -> None:
+    def __init__(self, out: Path | None, raising: bool) -> None:
+        self.raising = raising
         reset_stop()
         self.old = {sig: signal.signal(sig, stop_handler) for sig in SIGNALS}
         self.old_hook = sys.unraisablehook
@@ -138,8 +149,10 @@ class Guard:
         self.watchdog = Watchdog(out)
 
     def _unraisable(self, unraisable) -> None:
-        """A :class:`Stop` that landed in a callback is kept (:func:`check_stop`), not printed."""
-        if isinstance(unraisable.exc_value, Stop):
+        """A :class:`Stop` that landed in a callback is kept (:func:`check_stop`), not printed;
+        once a stop is under way, neither are the errors of objects it left half made (their
+        ``__del__``, as llvmlite's when numba's compilation was cut)."""
+        if isinstance(unraisable.exc_value, Stop) or stop_requested() is not None:
             return
         self.old_hook(unraisable)
 
@@ -158,12 +171,12 @@ class Guard:
 _ACTIVE: list[Guard] = []
 
 
-def install(out: Path | None = None) -> Guard | None:
+def install(out: Path | None = None, raising: bool = False) -> Guard | None:
     """Install the guard (from the main thread; None elsewhere, where signals cannot be
     handled). An earlier stop is forgotten: a new command or run starts."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    guard = Guard(out)
+    guard = Guard(out, raising)
     _ACTIVE.append(guard)
     return guard
 
@@ -174,18 +187,25 @@ def active() -> Guard | None:
 
 
 @contextmanager
-def stop_on_signals(out: Path) -> Iterator[None]:
-    """Guard a run writing into ``out`` (its cells and tables): inside a command's guard, only
-    name ``out`` in the watchdog's message and raise a stop asked for earlier
-    (:func:`check_stop`); else install a guard for the run and remove it afterwards."""
+def stop_on_signals(out: Path, raising: bool = True) -> Iterator[None]:
+    """Guard a run writing into ``out`` (its cells and tables), a signal raising :class:`Stop`
+    where it lands when ``raising`` (else only remembered, for :func:`check_stop`): inside a
+    command's guard, name ``out`` in the watchdog's message, raise a stop asked for earlier
+    and switch the guard to ``raising`` for the block; else install a guard for the run and
+    remove it afterwards."""
     guard = active()
     if guard is not None:
         guard.watchdog.out = out
-        check_stop()
-        yield
+        before, guard.raising = guard.raising, raising
+        try:
+            check_stop()
+            yield
+        finally:
+            guard.raising = before
         return
-    guard = install(out)
+    guard = install(out, raising)
     try:
+        check_stop()
         yield
     finally:
         if guard is not None:
