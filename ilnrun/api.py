@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .overrides import load_config
-from .threads import threads_per_cell
+from .threads import requested_threads, threads_per_cell
 
 
 class ArgumentError(ValueError):
@@ -46,7 +46,9 @@ def check_run_args(
 ) -> int:
     """Validate the run arguments shared by the command line and the API; return ``jobs``
     capped to the CPUs present (with a note on stderr) unless a dask scheduler spreads the
-    work elsewhere."""
+    work elsewhere. ``ILNRUN_THREADS`` (``--threads``) is checked here too: a bad value is an
+    :class:`ArgumentError`, one above the CPUs is noted (cells run capped,
+    :func:`ilnrun.threads.threads_per_cell`)."""
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or int(jobs) < 1:
         raise ArgumentError(f"jobs must be a whole number >= 1, got {type(jobs).__name__}")
     if backend not in ("loky", "dask"):
@@ -65,7 +67,17 @@ def check_run_args(
         if note:
             print(f"note: --jobs {jobs} capped to the {n} CPU(s) present", file=sys.stderr)
         jobs = n
+    try:
+        asked = requested_threads()
+    except ValueError as exc:  # e.g. ILNRUN_THREADS='２': named, exit status 2
+        raise ArgumentError(str(exc)) from None
     threads = threads_per_cell()
+    if note and asked > threads:
+        print(
+            f"note: --threads {asked} (ILNRUN_THREADS) capped to {threads}, the CPUs this "
+            "process may use",
+            file=sys.stderr,
+        )
     if note and scheduler is None and jobs * threads > n:
         print(
             f"note: --jobs {jobs} x --threads {threads} asks for more cores than the {n} present",

@@ -7,14 +7,35 @@ traceback), 1 on any other failure.
 from __future__ import annotations
 
 import os
-import shlex
+import signal
 import sys
-from pathlib import Path
 
-import click
 
-from . import __version__
-from . import config as C
+def _is_command() -> bool:
+    """Whether this process is the ``ilnrun`` command itself (not a caller of :func:`main`,
+    such as a test's ``CliRunner``)."""
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return script == "ilnrun" or (bool(sys.argv) and sys.argv[0].endswith("ilnrun/cli.py"))
+
+
+def _stopped_early(signum: int, frame: object) -> None:
+    """SIGINT / SIGTERM while the command starts, before ``ilnrun run`` installs its handling
+    (:mod:`ilnrun.stopping`): nothing is written yet, so exit at once with status 128 + the
+    signal and one line, not a ``KeyboardInterrupt`` traceback from an import."""
+    os.write(2, f"interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+if _is_command():  # first thing, before click (not for callers of main(): a test's CliRunner)
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_sig, _stopped_early)
+
+import shlex  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import click  # noqa: E402
+
+from . import __version__  # noqa: E402
 
 
 def _fail(lines: list[str] | str, code: int = 2) -> None:
@@ -24,6 +45,7 @@ def _fail(lines: list[str] | str, code: int = 2) -> None:
 
 
 def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
+    from . import config as C
     from .overrides import OverrideError, load_config
 
     try:
@@ -67,9 +89,10 @@ def _exit_stopped(code: int) -> None:
     """Exit a stopped ``ilnrun run`` with ``code``. When jax was used and this process is the
     ``ilnrun`` command itself, end it without interpreter finalization: XLA's threads, stopped
     in the middle of a batch, crashed the finalization (a segmentation fault after the resume
-    hint in 2 of 5 SIGTERM trials). Everything is on disk by then."""
-    script = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if "jax" in sys.modules and (script == "ilnrun" or sys.argv[0].endswith("ilnrun/cli.py")):
+    hint in 2 of 5 SIGTERM trials). Everything is on disk by then. Otherwise the command's
+    stop watchdog (:mod:`ilnrun.stopping`) stays on through the finalization: a process that
+    has not ended :data:`~ilnrun.stopping.GRACE_S` seconds after the signal is ended."""
+    if "jax" in sys.modules and _is_command():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -99,7 +122,8 @@ _SET = click.option(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="ilnrun")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """ilnrun — reproduce and extend the comparison of "Learning Infinite Layer Networks Without
     the Kernel Trick" (Livni, Carmon, Globerson): Shrinking Gradient, Doubly SGD and Fixed-Random
     under matched feature budgets, with an exact-kernel oracle.
@@ -110,6 +134,9 @@ def main() -> None:
       ilnrun run configs/figure1.yaml --jobs 2
       ilnrun plot results/figure1
     """
+    if ctx.invoked_subcommand != "run" and signal.getsignal(signal.SIGINT) is _stopped_early:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the usual handling again
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @main.command()
@@ -181,44 +208,44 @@ def run(
 ) -> None:
     """Run every cell of CONFIG.yaml and write runs.csv, summary.csv, curves.csv, config.yaml
     and meta.json. A directory holding the same config is resumed; finished cells are kept."""
-    import signal
+    from . import stopping
 
-    from .experiment import reset_stop, stop_handler
-
-    # one handling for the whole command: the first SIGINT / SIGTERM stops the run, later ones
-    # are ignored while it stops (an interrupted command leaves them ignored: it is exiting)
-    reset_stop()
-    old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # one handling for the whole command, installed before any heavy import (numpy, numba,
+    # jax): the first SIGINT / SIGTERM stops the run, and is kept until the run stops, later
+    # ones are ignored while it stops, and the process ends GRACE_S seconds after the first
+    # one whatever it is doing (ilnrun/stopping.py)
+    guard = stopping.install()
     stopped = (128 + signal.SIGINT, 128 + signal.SIGTERM)
-    if threads is not None:
-        from .threads import set_threads_per_cell
-
-        set_threads_per_cell(threads)
+    exiting = False  # a stopped command ending this process: its guard stays on
     try:
+        if threads is not None:
+            from .threads import set_threads_per_cell
+
+            set_threads_per_cell(threads)
         _run(config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides, extend)
+        stopping.check_stop()  # a stop swallowed at the very end: the status says it
     except KeyboardInterrupt as exc:  # before or after the cells: nothing to resume
-        for sig in old:
-            signal.signal(sig, signal.SIG_IGN)
+        stopping.ignore_signals()
         signum = getattr(exc, "signum", signal.SIGINT)
         click.echo(f"interrupted by {signal.Signals(signum).name}", err=True)
+        exiting = _is_command()
         _exit_stopped(128 + signum)
     except SystemExit as exc:
-        if exc.code not in stopped:
-            for sig, h in old.items():
-                signal.signal(sig, h)
+        exiting = exc.code in stopped and _is_command()
         raise
-    for sig, h in old.items():  # a finished run: the caller's handlers again
-        signal.signal(sig, h)
+    finally:
+        if guard is not None and not exiting:
+            guard.close()  # the caller's handlers again
 
 
 def _run(
     config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides, extend=False
 ) -> None:
-    import signal
-
+    from . import config as C
     from .api import ArgumentError, run_resolved
     from .experiment import RunDirError, RunInterrupted
     from .readers import environment_error
+    from .stopping import check_stop, ignore_signals
 
     # the command line wins over the config (validated with it: a map without a jax twin is
     # refused with exit status 2)
@@ -243,6 +270,7 @@ def _run(
                 "do not apply)",
                 err=True,
             )
+    check_stop()  # a stop swallowed while jax or the config's modules were imported
     out_dir = Path(out) if out is not None else Path("results") / cfg["name"]
     try:
         summary = run_resolved(
@@ -263,8 +291,7 @@ def _run(
     except C.ConfigError as exc:  # e.g. --jobs workers that do not fit this machine's memory
         _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
     except RunInterrupted as exc:
-        for sig in (signal.SIGINT, signal.SIGTERM):  # the stop is under way: no second one
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()  # the stop is under way: no second one
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
         again += ["--engine", engine] if engine else []
         again += ["--backend", backend] if backend != "loky" else []
@@ -392,6 +419,7 @@ def index(experiments_dir: str) -> None:
 def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets, each learner's estimated
     time and memory per cell, the cell count and the estimated size of the largest cell."""
+    from . import config as C
     from .budget import derive
     from .config import resources
     from .learners import LEARNERS

@@ -27,7 +27,6 @@ import platform
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -61,6 +60,7 @@ from .results import (
     written_by_ilnrun,
 )
 from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
+from .stopping import GRACE_S, check_stop, stop_on_signals  # noqa: F401  (GRACE_S: for callers)
 from .threads import threads_per_cell
 
 # the files every run into a directory writes whole (a resume too), and the cell log it appends to
@@ -90,105 +90,6 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int, saved: int, total: int) -> None:
         self.signum, self.saved, self.total = signum, saved, total
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
-
-
-class _Stop(KeyboardInterrupt):
-    """Raised in the main thread by the SIGINT / SIGTERM handler of a run."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-GRACE_S = 5.0  # seconds a stopped run may take to unwind before the process ends anyway
-_STOP: dict[str, int | None] = {"signum": None}
-
-
-def stop_handler(signum: int, frame: object) -> None:
-    """SIGINT / SIGTERM: the first one raises :class:`_Stop` (and is remembered, in case the
-    exception lands somewhere that swallows it, such as a garbage-collection callback); later
-    ones are ignored while the stop is under way (a second Ctrl-C does not cut the cleanup)."""
-    if _STOP["signum"] is not None:
-        return
-    _STOP["signum"] = signum
-    raise _Stop(signum)
-
-
-def reset_stop() -> None:
-    """Forget an earlier stop (a new command or run starts)."""
-    _STOP["signum"] = None
-
-
-def stop_requested() -> int | None:
-    """The signal that asked the current run to stop, if any."""
-    return _STOP["signum"]
-
-
-class _Watchdog:
-    """Ends the process (status 128 + signal) when a stopped run has not unwound within
-    :data:`GRACE_S` seconds: the signal's number reaches this thread through
-    ``signal.set_wakeup_fd`` even while the main thread sits in compiled code (a long jax
-    batch) that runs no Python signal handler. Finished cells are on disk (one ``write``
-    each), so ending there loses only cells in flight, as a kill would."""
-
-    def __init__(self, out: Path) -> None:
-        import socket
-
-        self.out, self.done = out, threading.Event()
-        self.r, self.w = socket.socketpair()
-        self.w.setblocking(False)
-        try:
-            self.old_fd = signal.set_wakeup_fd(self.w.fileno(), warn_on_full_buffer=False)
-        except ValueError:  # not the main thread
-            self.old_fd = None
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        while True:
-            try:
-                data = self.r.recv(64)
-            except OSError:
-                return
-            if not data or self.done.is_set():
-                return
-            sigs = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
-            if sigs and not self.done.wait(GRACE_S):
-                name = signal.Signals(sigs[0]).name
-                sys.stderr.write(
-                    f"interrupted by {name}: the run did not stop within {GRACE_S:g} s and was "
-                    f"ended; finished cells are saved in {self.out}; run the same command again "
-                    "to resume\n"
-                )
-                sys.stderr.flush()
-                os._exit(128 + sigs[0])
-
-    def close(self) -> None:
-        self.done.set()
-        if self.old_fd is not None:
-            signal.set_wakeup_fd(self.old_fd)
-        self.w.close()
-        self.thread.join(timeout=1.0)
-        self.r.close()
-
-
-@contextmanager
-def _stop_on_signals(out: Path) -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into :class:`_Stop` (a ``KeyboardInterrupt``) while the cells
-    run and the tables are written, so that the workers are stopped and the lock released on
-    the way out; a run that does not unwind promptly is ended by :class:`_Watchdog`."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _STOP["signum"] = None
-    old = {sig: signal.signal(sig, stop_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    watchdog = _Watchdog(out)
-    try:
-        yield
-    finally:
-        watchdog.close()
-        for sig, h in old.items():
-            signal.signal(sig, h)
 
 
 def _flatten(d, prefix=""):
@@ -584,14 +485,14 @@ def _run_locked(
         log.append(rec)
         done[rec["id"]] = rec
         progress.update()
-        if stop_requested() is not None:  # a stop whose exception was swallowed
-            raise _Stop(stop_requested())
+        check_stop()  # a stop whose exception was swallowed
 
     try:
-        with _stop_on_signals(out):
+        # raises a stop asked for before (while jax was imported); the numpy engine's cells
+        # stop where the signal lands, the jax engine's after their batch (ilnrun/stopping.py)
+        with stop_on_signals(out, raising=cfg.engine != "jax"):
             execute(cfg, pending, jobs, backend, on_record, one_at_a_time)
-            if stop_requested() is not None:
-                raise _Stop(stop_requested())
+            check_stop()
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)
             runs, summary, curves = build_tables(
                 list(done.values()), order, dataset_keys(cfg), modes
@@ -600,8 +501,7 @@ def _run_locked(
             record_output(log.path)  # the log's content now, for --fresh to recognize
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             write_atomic(meta_path, json.dumps(meta, indent=2))
-            if stop_requested() is not None:
-                raise _Stop(stop_requested())
+            check_stop()
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, len(done), len(all_cells)) from None

@@ -16,7 +16,8 @@ Two exact routes, equal to rounding (docs/algorithms.md §1.6):
   and the replay keeps ``v = sum_i alpha_i^(t) phi(x_i)`` (``O(T p)``).
 
 :class:`TrainKernel` picks the route. The loops are compiled with numba when it can be imported
-(``cache=True``: compiled once per install, see the ``NUMBA_CACHE_DIR`` variable of numba), else
+(cached on disk, :mod:`ilnrun.compiled_cache`: compiled once per install, see the
+``NUMBA_CACHE_DIR`` variable of numba), else
 the numpy forms below run, with the same numbers to rounding.
 """
 
@@ -186,11 +187,12 @@ def _replays() -> tuple:
     only then, so the modules importing this one stay light), the numpy forms where numba
     cannot be imported."""
     try:
-        from numba import njit
+        import numba  # noqa: F401
     except ImportError:  # pragma: no cover - exercised where numba cannot be imported
         return _replay_kernel_numpy, _replay_primal_numpy
-    jit = njit(cache=True, nogil=True)
-    return jit(_replay_kernel), jit(_replay_primal)
+    from .compiled_cache import jit
+
+    return jit(_replay_kernel, nogil=True), jit(_replay_primal, nogil=True)
 
 
 def sg_exact_online_predictions(

@@ -1,11 +1,17 @@
 """Threads of one cell: the resource knob ``ilnrun run --threads N`` (environment variable
-``ILNRUN_THREADS``).
+``ILNRUN_THREADS``), and the CPUs this process may use.
 
 A learner whose pass can split a round's work over threads with the same numbers for any count
 (Shrinking Gradient's compiled pass: draws in the stream's order, then search, gather and sum
 in fixed-size chunks added in chunk order; docs/algorithms.md §1.9) reads
 :func:`threads_per_cell`. It changes no number, so it is not a config key (like ``--jobs``).
 Default: one thread per cell.
+
+The count is capped to the CPUs this process may run on (:func:`usable_cpus`): more threads than
+CPUs only add switching, and the loky workers of ``--jobs`` get the count as their
+``NUMBA_NUM_THREADS`` / ``OMP_NUM_THREADS`` (joblib's ``inner_max_num_threads``), where thousands
+of threads ended a worker. ``ilnrun run`` notes the cap (:func:`requested_threads` is what was
+asked) and refuses an ``ILNRUN_THREADS`` that is not a whole number >= 1 in ASCII digits.
 """
 
 from __future__ import annotations
@@ -14,28 +20,51 @@ import os
 import sys
 
 THREADS_ENV = "ILNRUN_THREADS"
+MAX_DIGITS = 9  # longer values are refused before int() (which also reads non-ASCII digits)
 _NOTED: set[str] = set()
 
 
-def threads_per_cell() -> int:
-    """``ILNRUN_THREADS`` (a whole number >= 1), default 1; a bad value is reported once on
-    stderr and ignored."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return 1
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; ``--jobs`` and ``--threads`` are capped
+    to them)."""
     try:
-        n = int(raw)
-        if n < 1:
-            raise ValueError
-    except ValueError:
-        msg = f"{THREADS_ENV}={raw!r} is not a whole number >= 1: one thread per cell"
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def requested_threads() -> int:
+    """``ILNRUN_THREADS`` as asked (default 1), not capped; raises ``ValueError`` naming the
+    variable for a value that is not a whole number >= 1 written in ASCII digits (``int()``
+    alone would also take ``'２'`` or ``'1_0'``)."""
+    raw = os.environ.get(THREADS_ENV, "")
+    text = raw.strip(" \t")
+    if not text:
+        return 1
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS) or int(text) < 1:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise ValueError(
+            f"{THREADS_ENV}={shown!r} is not a whole number >= 1 (ASCII digits); "
+            f"unset it or give --threads N"
+        )
+    return int(text)
+
+
+def threads_per_cell() -> int:
+    """The threads of one cell: ``ILNRUN_THREADS`` (default 1) capped to :func:`usable_cpus`;
+    a bad value is reported once on stderr and read as 1 (``ilnrun run`` refuses it first)."""
+    try:
+        n = requested_threads()
+    except ValueError as exc:
+        msg = f"{exc}: one thread per cell"
         if msg not in _NOTED:
             _NOTED.add(msg)
             print(f"note: {msg}", file=sys.stderr)
         return 1
-    return n
+    return min(n, usable_cpus())
 
 
 def set_threads_per_cell(threads: int) -> None:
-    """Set the knob for this process and the workers it starts afterwards."""
-    os.environ[THREADS_ENV] = str(int(threads))
+    """Set the knob for this process and the workers it starts afterwards (a count beyond
+    :data:`MAX_DIGITS` digits is stored as the largest one: it is capped to the CPUs anyway)."""
+    os.environ[THREADS_ENV] = str(min(int(threads), 10**MAX_DIGITS - 1))

@@ -33,6 +33,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rate",
             "threads",
             "numeric_env",
+            "compiled_cache",
+            "stopping",
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax

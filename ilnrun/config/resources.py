@@ -48,6 +48,7 @@ from ..theory import (
     PRIMAL_EVALUATION_ABOVE_T,
     kernel_diagnostics_bytes,
 )
+from ..threads import usable_cpus
 from . import grid
 
 PROCESS_BYTES = 200 * 2**20  # a worker after its imports (measured ~75 MiB; sklearn adds more)
@@ -513,14 +514,6 @@ def check(cfg, problems: list, jobs: int = 1, cells: list | None = None) -> Sche
         )
     )
     return None
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (``--jobs`` is capped to them)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def workers(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> int:

@@ -45,6 +45,7 @@ __all__ = [
     "Progress",
     "chunks",
     "execute_local",
+    "loky_options",
     "one_thread",
     "run_alone",
     "warm_up",
@@ -184,6 +185,19 @@ def run_alone(exp: Experiment, pending: list[Cell], ids: frozenset[str], on_reco
     return [c for c in pending if c.id not in ids]
 
 
+def loky_options(parent: int) -> dict:
+    """joblib's options for the loky workers of a run started by process ``parent``: the
+    threads of a cell (``--threads``, capped to the CPUs: :func:`~ilnrun.threads.threads_per_cell`;
+    one by default, BLAS is pinned to one in a cell anyway) as the workers' thread limit (joblib
+    exports it as ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``... in each worker), and the parent
+    watchdog from the worker's start (before it runs a cell), as well as at its first cell."""
+    return {
+        "inner_max_num_threads": threads_per_cell(),
+        "initializer": _watch_parent,
+        "initargs": (parent,),
+    }
+
+
 def execute_local(
     exp: Experiment,
     pending: list[Cell],
@@ -215,18 +229,7 @@ def execute_local(
     # the cells run here are done: their dataset instances would hold memory the workers need
     forget_instances()
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
-    # loky: `--threads` threads per worker (one by default; BLAS is pinned to one in a cell
-    # anyway), and the parent watchdog from the worker's start (before it runs a cell), as well
-    # as at its first cell
-    limits = (
-        {
-            "inner_max_num_threads": threads_per_cell(),
-            "initializer": _watch_parent,
-            "initargs": (parent,),
-        }
-        if watch
-        else {}
-    )
+    limits = loky_options(parent) if watch else {}
     from ..tempdirs import joblib_temp_folder
 
     with (

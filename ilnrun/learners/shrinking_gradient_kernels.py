@@ -19,13 +19,14 @@ build whose sums differ (another BLAS kernel, an ``einsum`` with fused multiply-
 numpy path, with a one-line note. ``ILNRUN_NO_NUMBA=1`` forces the numpy path; so does a
 Python without numba.
 
-The compilation cache is persistent (``cache=True``): numba writes it under ``NUMBA_CACHE_DIR``
-when that is set, else to ``__pycache__`` beside this module, else (a read-only install) to the
-user's cache directory (``~/.cache/numba``); where nothing is writable the kernels are compiled
-in memory in every process. Only what a run uses is compiled: coordinate features pass
-``sigma=None`` (:func:`map_sigma`), whose branches numba removes before compiling, and the
-serial pass ``blocks=None``, so neither Gaussian draws nor the parallel search are compiled
-for a run that does not use them.
+The compilation cache is persistent (:mod:`ilnrun.compiled_cache`: numba's ``cache=True`` with
+a digest on every file, damaged files rebuilt, saves locked): numba writes it under
+``NUMBA_CACHE_DIR`` when that is set, else to ``__pycache__`` beside this module, else (a
+read-only install) to the user's cache directory (``~/.cache/numba``); where nothing is
+writable the kernels are compiled in memory in every process. Only what a run uses is compiled:
+coordinate features pass ``sigma=None`` (:func:`map_sigma`), whose branches numba removes
+before compiling, and the serial pass ``blocks=None``, so neither Gaussian draws nor the
+parallel search are compiled for a run that does not use them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import sys
 import warnings
 
 import numpy as np
+
+from ..compiled_cache import jit as compiled_jit
 
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 COORDINATE, RELU, FOURIER = 0, 1, 2
@@ -71,14 +74,12 @@ except ImportError as exc:  # a Python that numba does not support yet, or switc
 
 
 def _jit(f, **options):
-    """``numba.njit(cache=True)``; without a writable cache directory, compiled in memory in
-    each process; the plain function where numba is absent (never called)."""
+    """``numba.njit`` with the on-disk cache of :func:`ilnrun.compiled_cache.jit` (damaged files
+    rebuilt, saves locked); without a writable cache directory, compiled in memory in each
+    process; the plain function where numba is absent (never called)."""
     if numba is None:
         return f
-    try:
-        return numba.njit(cache=True, **options)(f)
-    except RuntimeError:  # "cannot cache function ...: no locator available" (nothing writable)
-        return numba.njit(**options)(f)
+    return compiled_jit(f, **options)
 
 
 if numba is not None:

@@ -1,0 +1,225 @@
+"""numba's on-disk compilation cache for ilnrun's kernels, proof against damaged files and safe
+for several processes compiling at once: :func:`jit` (``numba.njit(cache=True)`` with
+:class:`CheckedCache` as the dispatcher's cache).
+
+What numba itself guarantees (0.68, ``numba/core/caching.py``, ``IndexDataCacheFile``): a cached
+function has an index file (``<function>-<line>.py311.nbi``: numba's version, then a pickle of
+the source file's stamp and a map from signature and target to a data file name) and one data
+file per signature (``….<n>.nbc``: a pickle of the compiled code). Each file is written whole to
+a uniquely named temporary file beside it and moved into place with ``os.replace``, so a reader
+sees the old file or the new one, never a partly written one, whatever the processes writing; a
+data file the index names but that is missing is a miss (compiled again).
+
+What it does not guarantee, and this module adds:
+
+- **A damaged file** (truncated, emptied or overwritten from outside numba: a copy or restore cut
+  short, a disk error) is unpickled as it is: a truncated pickle raised ``EOFError`` out of the
+  call that compiles (click printed a bare ``Aborted!``, exit status 1), garbage an
+  ``UnpicklingError``, in every later run until the file was deleted; bytes that still unpickle
+  would be loaded as machine code. Here every file ilnrun's kernels write carries the SHA-256 of
+  its content (:data:`MAGIC`, digest, body; the files of plain numba are never read, their names
+  differ), and a file whose digest or unpickling fails is a miss: the function's index and data
+  files are removed (under the lock, after a second look: another process may have just
+  replaced them) and the function is compiled and saved again, with a one-line note naming the
+  directory. Where they cannot be removed, the note says to delete the directory; the kernels
+  are then compiled in memory.
+- **Concurrent writers.** Saving is a read-modify-write of the index: two processes saving
+  different signatures of one function at once could both pick data file 1, and the index would
+  then name one signature's code for the other. Here saving (index and data) holds an exclusive
+  ``fcntl.flock`` on :data:`LOCK_NAME` in the cache directory, so saves are one at a time and
+  each sees the index the previous one wrote; loading takes no lock (files are replaced whole).
+  Several processes compiling the same function on an empty cache each compile it (the same
+  code) and save one after the other.
+- **A cache that cannot be written** (full disk, read-only directory) leaves the kernel compiled
+  in memory for this process, with a one-line note, instead of failing the run.
+
+Nothing here changes what is compiled, so no number changes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+LOCK_NAME = "ilnrun-numba.lock"
+MAGIC = b"ilnrun-checked-1\n"  # starts every index body and data file written here
+SUFFIX = "-ilnrun1"  # appended to numba's file names: plain numba's files are never read
+_NOTED: set[str] = set()
+_remove = os.unlink  # (a test makes it fail)
+
+
+class DamagedCacheFile(ValueError):
+    """A cache file whose digest or content is not what this module wrote."""
+
+
+def _note(msg: str) -> None:
+    """A one-line note on stderr, once per process."""
+    if msg not in _NOTED:
+        _NOTED.add(msg)
+        print(f"note: {msg}", file=sys.stderr)
+
+
+def checked_body(data: bytes, path: str) -> bytes:
+    """``data`` (as written by :func:`_seal`) without its header; raises
+    :class:`DamagedCacheFile` when the header or the digest is wrong."""
+    head = len(MAGIC) + 32
+    if len(data) < head or not data.startswith(MAGIC):
+        raise DamagedCacheFile(f"{path}: no ilnrun header")
+    body = data[head:]
+    if hashlib.sha256(body).digest() != data[len(MAGIC) : head]:
+        raise DamagedCacheFile(f"{path}: digest differs")
+    return body
+
+
+def _seal(body: bytes) -> bytes:
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+@contextmanager
+def locked(directory: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``directory/LOCK_NAME`` (released when the block ends or the
+    process dies); no lock where the file cannot be created (a read-only cache, which nothing
+    writes either)."""
+    try:
+        fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@functools.cache
+def _cache_class() -> type:
+    """:class:`CheckedCache`, made on first use so that importing this module imports no numba."""
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    class CheckedFile(IndexDataCacheFile):
+        """numba's index and data files with a digest on each (see the module's docstring)."""
+
+        def _dump(self, obj: object) -> bytes:
+            return _seal(super()._dump(obj))
+
+        def _load_index(self) -> dict:
+            # numba's own, with the digest checked before the body is unpickled
+            try:
+                with open(self._index_path, "rb") as f:
+                    version = pickle.load(f)
+                    data = f.read()
+            except FileNotFoundError:
+                return {}
+            except (EOFError, pickle.UnpicklingError) as exc:
+                raise DamagedCacheFile(f"{self._index_path}: {exc}") from None
+            if version != self._version:  # another numba's: replaced when saved
+                return {}
+            stamp, overloads = pickle.loads(checked_body(data, self._index_path))
+            if not isinstance(overloads, dict):
+                raise DamagedCacheFile(f"{self._index_path}: not an index")
+            return overloads if stamp == self._source_stamp else {}
+
+        def _load_data(self, name: str) -> object:
+            path = self._data_path(name)
+            with open(path, "rb") as f:
+                data = f.read()
+            return pickle.loads(checked_body(data, path))
+
+        def files(self) -> list[str]:
+            """The paths of this function's index and data files present now."""
+            index = os.path.basename(self._index_path)
+            base = index[: -len(".nbi")] + "."
+            try:
+                names = os.listdir(self._cache_path)
+            except OSError:
+                return []
+            data = [
+                n
+                for n in names
+                if n.startswith(base) and n.endswith(".nbc") and n[len(base) : -4].isdigit()
+            ]
+            return [os.path.join(self._cache_path, n) for n in [index, *data] if n in names]
+
+    class CheckedCache(FunctionCache):
+        """A function's cache whose damaged files are rebuilt and whose saves are locked."""
+
+        def __init__(self, py_func: Callable) -> None:
+            super().__init__(py_func)
+            self._cache_file = CheckedFile(
+                cache_path=self._cache_path,
+                filename_base=self._impl.filename_base + SUFFIX,
+                source_stamp=self._impl.locator.get_source_stamp(),
+            )
+
+        def load_overload(self, sig, target_context):
+            try:
+                return super().load_overload(sig, target_context)
+            except Exception:  # a damaged file (KeyboardInterrupt and the like pass)
+                pass
+            with locked(self._cache_path):
+                try:  # again: another process may have replaced the files meanwhile
+                    return super().load_overload(sig, target_context)
+                except Exception as exc:
+                    self._discard(exc)
+            return None
+
+        def save_overload(self, sig, data) -> None:
+            try:
+                self._impl.locator.ensure_cache_path()
+                with locked(self._cache_path):
+                    try:
+                        self._cache_file._load_index()
+                    except Exception as exc:  # saving reads the index first
+                        self._discard(exc)
+                    if self._enabled:
+                        super().save_overload(sig, data)
+            except Exception as exc:  # full disk, read-only directory: compiled in memory
+                _note(
+                    f"cannot write numba's compiled-kernel cache in {self._cache_path} "
+                    f"({type(exc).__name__}: {exc}); the kernels are compiled in memory in each "
+                    "process (set NUMBA_CACHE_DIR to a writable directory)"
+                )
+
+        def _discard(self, exc: Exception) -> None:
+            """Remove this function's damaged files (caller holds the lock); where they
+            cannot be removed, stop using the cache in this process."""
+            try:
+                for path in self._cache_file.files():
+                    _remove(path)
+            except OSError as err:
+                self.disable()
+                _note(
+                    f"numba's compiled-kernel cache in {self._cache_path} holds a damaged file "
+                    f"({exc}) that cannot be removed ({err.strerror}): delete that directory "
+                    "(or set NUMBA_CACHE_DIR to another one); the kernels are compiled in memory "
+                    "until then"
+                )
+                return
+            _note(
+                f"removed damaged files of numba's compiled-kernel cache in {self._cache_path} "
+                f"({type(exc).__name__}); the kernels are compiled again and cached anew"
+            )
+
+    return CheckedCache
+
+
+def jit(f: Callable, **options) -> Callable:
+    """``numba.njit(**options)(f)`` whose compiled code is cached on disk with
+    :class:`CheckedCache` (see the module's docstring); compiled in memory in each process where
+    numba finds no cache directory for ``f`` (nothing writable)."""
+    import numba
+
+    dispatcher = numba.njit(**options)(f)
+    try:
+        cache = _cache_class()(dispatcher.py_func)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return dispatcher
+    dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
+    return dispatcher

@@ -1,0 +1,191 @@
+"""numba's on-disk cache of the compiled kernels (ilnrun/compiled_cache.py): a damaged file is
+rebuilt, never an exit status 1 (a truncated index ended every later run with click's bare
+``Aborted!``, garbage with a pickle traceback), and several processes compiling on one empty
+cache at once all finish with the same numbers.
+
+The kernels compiled here are the small family of ilnrun/theory.py (the exact replay of a
+Shrinking Gradient pass: about a second to compile), except in the one command-line test, which
+compiles the coordinate Shrinking Gradient pass once (about 10 CPU-seconds)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from ilnrun import compiled_cache, theory  # noqa: E402
+from tests.conftest import invoke, tiny_config, write_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REPLAY = """
+import numpy as np
+from ilnrun.theory import _replays, sg_exact_online_predictions
+rng = np.random.default_rng(0)
+A = rng.standard_normal((40, 5))
+out = sg_exact_online_predictions(A @ A.T, rng.standard_normal(40), np.sort(rng.integers(0, 3, 40)))
+stats = _replays()[0].stats
+print(out.tobytes().hex(), sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+"""
+
+
+def _env(cache: Path) -> dict:
+    return {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+
+
+def _replay(cache: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", REPLAY],
+        env=_env(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_four_first_compilations_at_once_agree(tmp_path):
+    """4 processes compile on one empty cache at the same time: all exit 0 with the same numbers,
+    and the cache they leave is whole (a fifth process loads the kernel from it)."""
+    cache = tmp_path / "cache"
+    procs = [_replay(cache) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert "Traceback" not in err and "damaged" not in err, err
+    assert len({out.split()[0] for out, _ in outs}) == 1
+    assert list(cache.rglob(compiled_cache.LOCK_NAME))
+    p = _replay(cache)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert out.split() == [outs[0][0].split()[0], "1", "0"]  # one cache hit, no compilation
+
+
+def _fresh_replay(cache: Path, monkeypatch) -> tuple[object, np.ndarray]:
+    """A new dispatcher of the replay kernel (as a new process has), cached under ``cache``;
+    its result on a small problem."""
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(cache))
+    kernel = compiled_cache.jit(theory._replay_kernel, nogil=True)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 4))
+    n = 30
+    out = np.zeros(n)
+    shrinks = np.sort(rng.integers(0, 3, n)).astype(np.int64)
+    kernel(A @ A.T, rng.standard_normal(n), shrinks, out)
+    return kernel, out
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 8)
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:  # one byte changed in the middle: still a pickle, no longer the compiled code
+        mid = len(data) // 2
+        path.write_bytes(data[:mid] + bytes([data[mid] ^ 0x5A]) + data[mid + 1 :])
+
+
+@pytest.mark.parametrize("how", ["truncate", "garbage", "empty", "flip"])
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_a_damaged_cache_file_is_rebuilt(tmp_path, monkeypatch, capsys, how, suffix):
+    cache = tmp_path / "cache"
+    _, expected = _fresh_replay(cache, monkeypatch)
+    files = sorted(cache.rglob(f"*{suffix}"))
+    assert files
+    for f in files:
+        _damage(f, how)
+    kernel, out = _fresh_replay(cache, monkeypatch)
+    np.testing.assert_array_equal(out, expected)
+    assert sum(kernel.stats.cache_misses.values()) == 1  # compiled again
+    err = capsys.readouterr().err
+    assert f"removed damaged files of numba's compiled-kernel cache in {files[0].parent}" in err
+    kernel, out = _fresh_replay(cache, monkeypatch)  # and cached anew
+    np.testing.assert_array_equal(out, expected)
+    assert sum(kernel.stats.cache_hits.values()) == 1
+
+
+def test_an_unremovable_damaged_cache_is_named(tmp_path, monkeypatch, capsys):
+    """Where the damaged files cannot be removed, one line names the directory and the fix, and
+    the kernel is compiled in memory: the numbers are the same."""
+    cache = tmp_path / "cache"
+    _, expected = _fresh_replay(cache, monkeypatch)
+    for f in cache.rglob("*.nbi"):
+        _damage(f, "garbage")
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(compiled_cache, "_remove", refuse)
+    _, out = _fresh_replay(cache, monkeypatch)
+    np.testing.assert_array_equal(out, expected)
+    err = capsys.readouterr().err
+    assert "cannot be removed (Permission denied): delete that directory" in err
+
+
+def test_an_unwritable_cache_compiles_in_memory(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    from numba.core import caching
+
+    monkeypatch.setattr(caching.IndexDataCacheFile, "_save_data", full)
+    _, out = _fresh_replay(cache, monkeypatch)
+    assert np.isfinite(out).all()
+    assert "cannot write numba's compiled-kernel cache" in capsys.readouterr().err
+
+
+def test_a_run_on_a_damaged_cache_exits_0_with_the_same_numbers(tmp_path, monkeypatch):
+    """``ilnrun run`` on a cache whose every file of the Shrinking Gradient kernels is garbage
+    (numba's own file names and ilnrun's): exit 0, a note naming the directory, no traceback,
+    the rows of a run on the intact cache."""
+    from ilnrun.learners import shrinking_gradient_kernels as sgk
+
+    cfg = tiny_config(repetitions=1, **{"dataset.D": [20]})
+    cfg["methods"] = {"shrinking_gradient": cfg["methods"]["shrinking_gradient"]}
+    path = write_config(tmp_path / "sg.yaml", cfg)
+    ref = tmp_path / "ref"
+    assert invoke(["run", path, "--out", ref, "-q"]).exit_code == 0
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(cache))
+    damaged = 0
+    for obj in vars(sgk).values():
+        if isinstance(obj, numba.core.registry.CPUDispatcher):
+            checked = compiled_cache._cache_class()(obj.py_func)
+            index = Path(checked._cache_file._index_path)
+            index.parent.mkdir(parents=True, exist_ok=True)
+            plain = index.with_name(index.name.replace(compiled_cache.SUFFIX, ""))
+            for p in (index, plain):
+                p.write_bytes(b"\x80\x04garbage")
+                p.with_suffix(".1.nbc").write_bytes(b"\x80\x04K")
+            damaged += 1
+    assert damaged >= 5
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [sys.executable, "-m", "ilnrun.cli", "run", str(path), "--out", str(out), "-q"],
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "Aborted" not in res.stderr
+    assert "removed damaged files of numba's compiled-kernel cache in" in res.stderr
+    timing = ["wall_s", "eval_s", "train_s", "cell_s"]
+    a, b = (pd.read_csv(d / "runs.csv") for d in (ref, out))
+    pd.testing.assert_frame_equal(
+        a.drop(columns=[c for c in timing if c in a]),
+        b.drop(columns=[c for c in timing if c in b]),
+        check_exact=True,
+    )
