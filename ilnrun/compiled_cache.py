@@ -221,5 +221,7 @@ def jit(f: Callable, **options) -> Callable:
         cache = _cache_class()(dispatcher.py_func)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         return dispatcher
+    except (ImportError, AttributeError, TypeError):  # a numba whose cache classes differ
+        return numba.njit(cache=True, **options)(f)
     dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
     return dispatcher
