@@ -47,6 +47,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from .stopping import deferred
+
 LOCK_NAME = "ilnrun-numba.lock"
 MAGIC = b"ilnrun-checked-1\n"  # starts every index body and data file written here
 SUFFIX = "-ilnrun1"  # appended to numba's file names: plain numba's files are never read
@@ -220,8 +222,24 @@ def jit(f: Callable, **options) -> Callable:
     try:
         cache = _cache_class()(dispatcher.py_func)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return dispatcher
+        return _uninterrupted(dispatcher)
     except (ImportError, AttributeError, TypeError):  # a numba whose cache classes differ
-        return numba.njit(cache=True, **options)(f)
+        return _uninterrupted(numba.njit(cache=True, **options)(f))
     dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
+    return _uninterrupted(dispatcher)
+
+
+def _uninterrupted(dispatcher):
+    """``dispatcher`` whose compilations (a cache load included: numba's ``compile`` is where
+    both happen, for every call with new argument types) run in a
+    :func:`~ilnrun.stopping.deferred` block: a SIGINT or SIGTERM that lands there stops the run
+    when the compilation is done, not half-way through LLVM's JIT."""
+    compile_ = dispatcher.compile
+
+    @functools.wraps(compile_)
+    def compile(sig):
+        with deferred():
+            return compile_(sig)
+
+    dispatcher.compile = compile
     return dispatcher

@@ -59,14 +59,35 @@ class Stop(KeyboardInterrupt):
 
 def stop_handler(signum: int, frame: object) -> None:
     """SIGINT / SIGTERM: the first one is remembered and, where the guard in force raises
-    (:func:`stop_on_signals`), raises :class:`Stop`; later ones are ignored while the stop is
-    under way (a second Ctrl-C does not cut the cleanup)."""
+    (:func:`stop_on_signals`) and no :func:`deferred` block runs, raises :class:`Stop`; later
+    ones are ignored while the stop is under way (a second Ctrl-C does not cut the cleanup)."""
     if _STOP["signum"] is not None:
         return
     _STOP["signum"] = signum
     guard = active()
-    if guard is None or guard.raising:
+    if (guard is None or guard.raising) and not _DEFERRED[0]:
         raise Stop(signum)
+
+
+_DEFERRED = [0]  # deferred() blocks running
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A block that a signal does not cut: a stop asked for inside it is only remembered, and
+    raised when the outermost such block ends (where the guard in force raises). numba's
+    compilation and cache loading run in one: an exception raised there, between two calls
+    into LLVM, left its JIT half built, and a later call of the same kernel crashed the
+    process (a segmentation fault, status -11, in about 1 of 50 runs stopped by SIGINT while a
+    kernel was loaded from the cache)."""
+    _DEFERRED[0] += 1
+    try:
+        yield
+    finally:
+        _DEFERRED[0] -= 1
+    guard = active()
+    if not _DEFERRED[0] and guard is not None and guard.raising:
+        check_stop()
 
 
 def reset_stop() -> None:
