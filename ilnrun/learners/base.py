@@ -7,6 +7,7 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable
@@ -415,6 +416,13 @@ def scaled_eta(h: dict, T: int) -> dict:
     return out
 
 
+@functools.cache
+def _arity(hook: Callable) -> int:
+    """The number of parameters of a hook (read once per hook: ``ilnrun validate`` asks for
+    every cell's estimate)."""
+    return len(inspect.signature(hook).parameters)
+
+
 @dataclass(frozen=True)
 class LearnerSpec:
     """Everything the pipeline needs to know about one learner.
@@ -501,7 +509,7 @@ class LearnerSpec:
         depends on a grid parameter rather than on a budget size (Nyström's ``rank``)."""
         if self.memory is None:
             return 0
-        if len(inspect.signature(self.memory).parameters) >= 4:
+        if _arity(self.memory) >= 4:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
 
