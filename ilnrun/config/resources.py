@@ -409,17 +409,17 @@ def cap_gb(cfg) -> float:
 
 
 def _each_cell(cells: list, est: list[CellEstimate]) -> list[CellEstimate]:
-    """The estimate of each of ``cells``, in order: the one of the same dataset setting, learner,
-    hyperparameters and budget, compared as JSON. The cells of a grid share their setting and
-    hyperparameter mappings (:func:`ilnrun.config.grid.cells`), so each mapping is written once
-    (by object, all alive here), not once per cell."""
+    """The estimate of each of ``cells``, in order: the one of the same dataset setting and
+    hyperparameters (compared as JSON), learner and budget. The cells of a grid share their
+    setting and hyperparameter mappings (:func:`ilnrun.config.grid.cells`), so each mapping is
+    written once (by object, all alive here), not once per cell."""
     text: dict[int, str] = {}
 
     def key(setting: dict, method: str, hyper: dict | None, per_round: int | None) -> tuple:
         for part in (setting, hyper):
             if id(part) not in text:
                 text[id(part)] = json.dumps(part, sort_keys=True, default=str)
-        return text[id(setting)], text[id(hyper)], json.dumps([method, per_round])
+        return text[id(setting)], text[id(hyper)], method, per_round
 
     by_key = {key(e.setting, e.method, e.hyper, e.per_round): e for e in est}
     return [by_key[key(c.data, c.method, c.hyper, c.per_round)] for c in cells]
