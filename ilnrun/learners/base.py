@@ -7,11 +7,11 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from time import perf_counter
 from typing import Any
 
@@ -416,13 +416,6 @@ def scaled_eta(h: dict, T: int) -> dict:
     return out
 
 
-@functools.cache
-def _arity(hook: Callable) -> int:
-    """The number of parameters of a hook (read once per hook: ``ilnrun validate`` asks for
-    every cell's estimate)."""
-    return len(inspect.signature(hook).parameters)
-
-
 @dataclass(frozen=True)
 class LearnerSpec:
     """Everything the pipeline needs to know about one learner.
@@ -509,9 +502,15 @@ class LearnerSpec:
         depends on a grid parameter rather than on a budget size (Nyström's ``rank``)."""
         if self.memory is None:
             return 0
-        if _arity(self.memory) >= 4:
+        if self._memory_takes_args:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
+
+    @cached_property
+    def _memory_takes_args(self) -> bool:
+        """Whether the ``memory`` hook has a fourth parameter (read once: ``ilnrun validate``
+        asks for every cell's estimate)."""
+        return len(inspect.signature(self.memory).parameters) >= 4
 
     @property
     def config_params(self) -> tuple[Param, ...]:
