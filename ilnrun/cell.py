@@ -47,9 +47,13 @@ from .config import (
 from .config.grid import seed_sequence
 from .datasets import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
-from .learners import LEARNERS, hyper_columns, size_columns
+from .learners import LEARNERS, hyper_columns, load_native, size_columns
 from .learners.base import FitResult, KernelExpansion, LearnerSpec, new_counters
 from .theory import TrainKernel, primal_evaluation, primal_predictions
+
+# numba and scipy's BLAS, which the passes call: loaded now, before an engine pins the native
+# thread pools for a cell (ilnrun.numeric_env.one_thread pins only the libraries loaded then)
+load_native()
 
 __all__ = [
     "CellPlan",

@@ -428,8 +428,10 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
     jobs = max(1, min(resources.workers(cfg, jobs), len(cells)))
+    est = resources.estimates(cfg)
     problems: list = []
-    resources.check(cfg, problems, jobs=jobs, cells=cells)
+    if jobs > 1:  # one process: checked when the config was resolved
+        resources.check(cfg, problems, jobs=jobs, cells=cells, est=est)
     if problems:
         _fail([f"{p}: {m}" for p, m in problems])
     Ts = sorted({c.data["T"] for c in cells})
@@ -449,7 +451,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
         if notes is not None:
             for line in notes(C.method_grid(name, params), Ts):
                 click.echo(f"# {line}")
-    for line in resources.summary_lines(cfg, jobs):
+    for line in resources.summary_lines(cfg, jobs, cells, est):
         click.echo(f"# {line}")
 
 

@@ -73,11 +73,23 @@ except ImportError as exc:  # not installed, or older than 1.6 (no validate_data
 
 from .estimator_checks import check_eta, check_labels, refuse_text
 from .features import FEATURE_MAPS, FeatureMap, Fourier, build_feature_map
-from .learners import LEARNERS, doubly_sgd, fixed_random, kernel_ogd, kernel_ridge, nystroem_ridge
+from .learners import (
+    LEARNERS,
+    doubly_sgd,
+    fixed_random,
+    kernel_ogd,
+    kernel_ridge,
+    load_native,
+    nystroem_ridge,
+)
 from .learners import shrinking_gradient as _sg
 from .learners.base import FitResult, KernelExpansion, LearnerSpec
 from .numeric_env import one_thread
 from .params import Param
+
+# numba and scipy's BLAS, which the passes call: loaded now, before an estimator pins the native
+# thread pools (make_estimator(one_thread=True) pins only the libraries loaded then)
+load_native()
 
 __all__ = [
     "ShrinkingGradientRegressor",

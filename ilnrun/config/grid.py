@@ -183,20 +183,24 @@ def cells(exp: Experiment) -> list[Cell]:
     """All cells, ordered so that cells sharing a dataset instance are consecutive."""
     out: list[Cell] = []
     budgets = exp.budget.per_round
+    # each learner's settings, expanded once: its budgeted ones, then the others (the cells
+    # share these mappings, as those of one dataset setting share its mapping; none changes them)
+    grids: dict[str, tuple[list[dict], list[dict]]] = {}
+    for method, params in exp.methods.items():
+        settings, takes = method_grid(method, params), LEARNERS[method].takes_budget
+        grids[method] = ([h for h in settings if takes(h)], [h for h in settings if not takes(h)])
     for data in dataset_settings(exp):
         data_id = data_identity(exp, data)
         for rep in range(exp.repetitions):
-            for method, params in exp.methods.items():
-                spec = LEARNERS[method]
-                grid = method_grid(method, params)
+            for method, (budgeted, other) in grids.items():
                 for k in budgets:
                     out += [
                         Cell(len(out) + i, data, rep, method, h, k, data_id)
-                        for i, h in enumerate(h for h in grid if spec.takes_budget(h))
+                        for i, h in enumerate(budgeted)
                     ]
                 out += [
                     Cell(len(out) + i, data, rep, method, h, None, data_id)
-                    for i, h in enumerate(h for h in grid if not spec.takes_budget(h))
+                    for i, h in enumerate(other)
                 ]
     return out
 

@@ -38,6 +38,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..budget import derive
 from ..datasets import DATASETS
@@ -102,9 +103,10 @@ class CellEstimate:
     def transient(self) -> Stage:
         return max((s for s in self.stages if not s.cached), key=lambda s: s.bytes)
 
-    @property
+    @cached_property
     def worker(self) -> int:
-        """Bytes of the process that runs this cell (its own interpreter included)."""
+        """Bytes of the process that runs this cell (its own interpreter included; computed once
+        per estimate: a schedule reads it for every cell)."""
         return PROCESS_BYTES + self.instances * self.cached + self.transient.bytes
 
     def dominant(self) -> Stage:
@@ -384,11 +386,12 @@ def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
 # the check
 
 
-def largest_cell(cfg) -> dict:
+def largest_cell(cfg, est: list[CellEstimate] | None = None) -> dict:
     """The largest cell's estimates: ``memory`` (bytes of one worker running it), its training
     ``evaluations``, ``diagnostics_n`` (the order of the largest matrix the regret decomposes,
-    0: none) and the ``estimate`` itself (``None`` for a config without cells)."""
-    est = estimates(cfg)
+    0: none) and the ``estimate`` itself (``None`` for a config without cells). ``est``:
+    :func:`estimates` of ``cfg`` when already made (here and below)."""
+    est = estimates(cfg) if est is None else est
     if not est:
         return {"memory": 0, "evaluations": 0, "diagnostics_n": 0, "estimate": None}
     worst = max(est, key=lambda e: e.worker)
@@ -405,21 +408,38 @@ def cap_gb(cfg) -> float:
     return cfg["limits"]["max_memory_gb"] or 0.8 * machine_memory_gb()
 
 
-def _estimate_key(setting: dict, method: str, hyper: dict | None, per_round: int | None) -> str:
-    return json.dumps([setting, method, hyper, per_round], sort_keys=True, default=str)
+def _each_cell(cells: list, est: list[CellEstimate]) -> list[CellEstimate]:
+    """The estimate of each of ``cells``, in order: the one of the same dataset setting and
+    hyperparameters (compared as JSON), learner and budget. The cells of a grid share their
+    setting and hyperparameter mappings (:func:`ilnrun.config.grid.cells`), so each mapping is
+    written once (by object, all alive here), not once per cell."""
+    text: dict[int, str] = {}
+
+    def key(setting: dict, method: str, hyper: dict | None, per_round: int | None) -> tuple:
+        for part in (setting, hyper):
+            if id(part) not in text:
+                text[id(part)] = json.dumps(part, sort_keys=True, default=str)
+        return text[id(setting)], text[id(hyper)], method, per_round
+
+    by_key = {key(e.setting, e.method, e.hyper, e.per_round): e for e in est}
+    return [by_key[key(c.data, c.method, c.hyper, c.per_round)] for c in cells]
 
 
-def cell_estimates(cfg, cells: list | None = None) -> dict[str, CellEstimate]:
+def cell_estimates(
+    cfg, cells: list | None = None, est: list[CellEstimate] | None = None
+) -> dict[str, CellEstimate]:
     """Each cell's estimate (by cell id)."""
     cells = grid.cells(cfg) if cells is None else cells
-    by_key = {_estimate_key(e.setting, e.method, e.hyper, e.per_round): e for e in estimates(cfg)}
-    return {c.id: by_key[_estimate_key(c.data, c.method, c.hyper, c.per_round)] for c in cells}
+    each = _each_cell(cells, estimates(cfg) if est is None else est)
+    return {c.id: e for c, e in zip(cells, each, strict=True)}
 
 
-def cell_bytes(cfg, cells: list | None = None) -> dict[str, int]:
+def cell_bytes(
+    cfg, cells: list | None = None, est: list[CellEstimate] | None = None
+) -> dict[str, int]:
     """Bytes of the process running each cell (by cell id): its estimate's
     :attr:`CellEstimate.worker`."""
-    return {i: e.worker for i, e in cell_estimates(cfg, cells).items()}
+    return {i: e.worker for i, e in cell_estimates(cfg, cells, est).items()}
 
 
 @dataclass(frozen=True)
@@ -445,13 +465,18 @@ class Schedule:
         return max(alone if self.one_at_a_time else 0, total_bytes(self.shared, self.jobs))
 
 
-def schedule(cfg, jobs: int = 1, cells: list | None = None) -> Schedule:
+def schedule(
+    cfg, jobs: int = 1, cells: list | None = None, est: list[CellEstimate] | None = None
+) -> Schedule:
     """The :class:`Schedule` of ``cells`` (default: all of ``cfg``'s) for ``jobs`` workers, capped
     to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one at a
     time (none at ``jobs`` = 1)."""
     cells = grid.cells(cfg) if cells is None else cells
     jobs = max(1, min(int(jobs), len(cells)))
-    sizes = cell_bytes(cfg, cells) if cells else {}
+    if jobs == 1:  # no cell runs alone: the largest cell's process is all (no cell ids needed)
+        each = _each_cell(cells, estimates(cfg) if est is None else est) if cells else []
+        return Schedule(1, frozenset(), 0, max((e.worker for e in each), default=0))
+    sizes = cell_bytes(cfg, cells, est)
     cap = cap_gb(cfg) * GiB
     alone = frozenset(i for i, w in sizes.items() if jobs > 1 and total_bytes(w, jobs) > cap)
     return Schedule(
@@ -462,16 +487,22 @@ def schedule(cfg, jobs: int = 1, cells: list | None = None) -> Schedule:
     )
 
 
-def check(cfg, problems: list, jobs: int = 1, cells: list | None = None) -> Schedule | None:
+def check(
+    cfg,
+    problems: list,
+    jobs: int = 1,
+    cells: list | None = None,
+    est: list[CellEstimate] | None = None,
+) -> Schedule | None:
     """Refuse what cannot run here: the regret's kernel-matrix route past its limit, or a run
     whose peak (:class:`Schedule`: ``jobs`` workers capped to the cells, a cell of which
     ``jobs`` copies would not fit run one at a time) is estimated above
     ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names the
     stage that dominates the largest cell and the key that shrinks it (``--jobs`` when the
     largest cell fits alone). Returns the schedule (``None`` when refused or without cells)."""
-    largest = largest_cell(cfg)
-    est = largest["estimate"]
-    if est is None:
+    largest = largest_cell(cfg, est)
+    worst = largest["estimate"]
+    if worst is None:
         return None
     if largest["diagnostics_n"] > KERNEL_DIAGNOSTICS_MAX_T:
         n = largest["diagnostics_n"]
@@ -486,23 +517,23 @@ def check(cfg, problems: list, jobs: int = 1, cells: list | None = None) -> Sche
         )
         return None
     cap = cap_gb(cfg)
-    one = total_bytes(est.worker, 1) / GiB
-    sched = schedule(cfg, jobs, cells) if jobs > 1 and one <= cap else schedule(cfg, 1, [])
+    one = total_bytes(worst.worker, 1) / GiB
+    sched = schedule(cfg, jobs, cells, est) if jobs > 1 and one <= cap else schedule(cfg, 1, [])
     gb = max(one, sched.peak / GiB)
     if gb <= cap and math.isfinite(gb):
         return sched
-    top = est.dominant()
-    T, n_val, n_test, D = est.sizes
-    where = f"{est.method} at T={T}, n_val={n_val}, n_test={n_test}, {D} input dimensions"
+    top = worst.dominant()
+    T, n_val, n_test, D = worst.sizes
+    where = f"{worst.method} at T={T}, n_val={n_val}, n_test={n_test}, {D} input dimensions"
     if one <= cap:  # alone it fits: the idle workers beside it do not
-        fit = max(1, int((cap * GiB - est.worker) // PROCESS_BYTES))
+        fit = max(1, int((cap * GiB - worst.worker) // PROCESS_BYTES))
         hint = f"lower --jobs (at most {fit} workers fit)"
-        what = f"~{est.worker / GiB:,.3g} GiB run alone beside {sched.jobs} idle workers"
+        what = f"~{worst.worker / GiB:,.3g} GiB run alone beside {sched.jobs} idle workers"
     else:
         hint = f"lower {top.knob}"
         what = f"{top.what} ~{top.bytes / GiB:,.3g} GiB" + (
-            f" in each of {est.instances} cached instances"
-            if top.cached and est.instances > 1
+            f" in each of {worst.instances} cached instances"
+            if top.cached and worst.instances > 1
             else ""
         )
     problems.append(
@@ -561,10 +592,13 @@ def duration(s: float) -> str:
     return f"{s / 60:.2g} min" if s < 3600 else f"{s / 3600:,.2g} h"
 
 
-def summary_lines(cfg, jobs: int = 1) -> list[str]:
+def summary_lines(
+    cfg, jobs: int = 1, cells: list | None = None, est: list[CellEstimate] | None = None
+) -> list[str]:
     """``ilnrun validate``'s lines: each learner's estimated time and memory per cell (its
-    largest cell), the largest cell, the memory of ``jobs`` workers and the time of all cells."""
-    est = estimates(cfg)
+    largest cell), the largest cell, the memory of ``jobs`` workers and the time of all cells.
+    ``cells``, ``est``: all of ``cfg``'s cells and their :func:`estimates`, when already made."""
+    est = estimates(cfg) if est is None else est
     if not est:
         return []
     lines = [
@@ -581,7 +615,7 @@ def summary_lines(cfg, jobs: int = 1) -> list[str]:
             f"  {name}: ~{duration(t.seconds)} (T={t.sizes[0]:,}), ~{m.worker / 2**20:,.0f} MiB "
             f"(most: {top.what}, ~{top.bytes / 2**20:,.0f} MiB)"
         )
-    largest = largest_cell(cfg)
+    largest = largest_cell(cfg, est)
     n_cells = int(cfg["repetitions"]) * len(est)
     blocks = any(LEARNERS[n].kernel_blocks for n in cfg["methods"])
     once = sum(
@@ -591,11 +625,17 @@ def summary_lines(cfg, jobs: int = 1) -> list[str]:
         for s in grid.dataset_settings(cfg)
     )
     cpu = int(cfg["repetitions"]) * (sum(e.seconds for e in est) + once)
-    cells = grid.cells(cfg)
-    sched = schedule(cfg, jobs, cells)
+    cells = grid.cells(cfg) if cells is None else cells
+    sched = schedule(cfg, jobs, cells, est)
     # the cells run one at a time add their whole time; the others share the jobs workers
-    alone = sum(
-        e.seconds for i, e in cell_estimates(cfg, cells).items() if i in sched.one_at_a_time
+    alone = (
+        sum(
+            e.seconds
+            for i, e in cell_estimates(cfg, cells, est).items()
+            if i in sched.one_at_a_time
+        )
+        if sched.one_at_a_time
+        else 0
     )
     wall = alone + (cpu - alone) / jobs
     lines.append(

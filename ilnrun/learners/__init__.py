@@ -32,6 +32,24 @@ def _load() -> dict[str, LearnerSpec]:
 LEARNERS: dict[str, LearnerSpec] = _load()
 
 
+def load_native() -> None:
+    """Import the native libraries the passes call, before a cell pins the native thread pools.
+
+    The learner modules import their heavy parts where a pass runs (numba with the compiled
+    kernels, scipy's factorizations), so that ``ilnrun list`` and ``validate`` start quickly.
+    But :func:`ilnrun.numeric_env.one_thread` pins only the libraries loaded when a cell enters
+    it: scipy's BLAS (which numba's ``np.dot`` and the ridge references call) loaded inside a
+    cell would run its own threads, and numba must be imported after its threading layer is
+    chosen (``shrinking_gradient_kernels``). Whatever runs cells calls this first:
+    :mod:`ilnrun.cell` at its import (the engines, :func:`ilnrun.load`) and
+    :mod:`ilnrun.estimators`."""
+    # in this order, as the learners imported them before: numba, scipy's BLAS (numba's np.dot
+    # calls it), then scipy.linalg (the ridge references; loads that BLAS without numba too)
+    from . import shrinking_gradient_kernels  # noqa: F401, I001
+
+    import scipy.linalg  # noqa: F401
+
+
 def budgeted() -> list[LearnerSpec]:
     """The learners that take a size from the matched budget, in registry order."""
     return [s for s in LEARNERS.values() if s.budget is not None]
@@ -61,5 +79,6 @@ __all__ = [
     "budgeted",
     "competitors",
     "hyper_columns",
+    "load_native",
     "size_columns",
 ]

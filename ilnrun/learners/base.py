@@ -11,6 +11,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from time import perf_counter
 from typing import Any
 
@@ -501,9 +502,15 @@ class LearnerSpec:
         depends on a grid parameter rather than on a budget size (Nyström's ``rank``)."""
         if self.memory is None:
             return 0
-        if len(inspect.signature(self.memory).parameters) >= 4:
+        if self._memory_takes_args:
             return self.memory(size or 0, T, w, args)
         return self.memory(size or 0, T, w)
+
+    @cached_property
+    def _memory_takes_args(self) -> bool:
+        """Whether the ``memory`` hook has a fourth parameter (read once: ``ilnrun validate``
+        asks for every cell's estimate)."""
+        return len(inspect.signature(self.memory).parameters) >= 4
 
     @property
     def config_params(self) -> tuple[Param, ...]:

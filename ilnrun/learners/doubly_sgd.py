@@ -27,7 +27,6 @@ import numpy as np
 from ..features import FeatureMap
 from ..params import Param
 from ..schedules import step_sizes
-from . import random_feature_kernels as kernels
 from .base import (
     STEP_PARAMS,
     BudgetSize,
@@ -39,6 +38,8 @@ from .base import (
     new_counters,
     step_unused,
 )
+from .compiled import RF_CHECKS
+from .compiled import available as compiled_available
 
 RESCALE_BELOW = 1e-150
 
@@ -62,6 +63,8 @@ def fit(
     and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
     draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, deadline=deadline)
+    from . import random_feature_kernels as kernels  # numba: imported where a pass runs
+
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
         return fit_compiled(X, y, fmap, rng, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
@@ -83,6 +86,8 @@ def fit_compiled(
     """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
     and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does), then
     between calls of a few million evaluations."""
+    from . import random_feature_kernels as kernels
+
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -179,6 +184,8 @@ def fit_numpy(
 def _agrees(kind: int) -> bool:
     """Small passes, compiled and numpy, equal bit for bit: one and three features a round,
     with and without the decay (this build's BLAS ``ddot`` / ``gemv`` and cosine)."""
+    from . import random_feature_kernels as kernels
+
     probe = np.random.default_rng(20261123)
     D = 19
     X = probe.standard_normal((90, D)) / 3.0
@@ -197,7 +204,7 @@ def _agrees(kind: int) -> bool:
     return True
 
 
-kernels.PROBES.append(_agrees)
+RF_CHECKS.append(_agrees)
 
 
 PRESETS = ("grid", "dai")
@@ -332,6 +339,6 @@ SPEC = LearnerSpec(
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)
     # per evaluation and number of w: compiled ~2e-10 s, numpy ~5e-10 s (bench/random_features.py)
     seconds=lambda k, T, w, args, kv: (
-        1e-5 * T + (2e-10 if kernels.sgk.available() else 5e-10) * (k * T * (T + 1) // 2) * (4 + w)
+        1e-5 * T + (2e-10 if compiled_available() else 5e-10) * (k * T * (T + 1) // 2) * (4 + w)
     ),
 )

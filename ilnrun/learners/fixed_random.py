@@ -18,7 +18,6 @@ import numpy as np
 from ..features import FeatureMap
 from ..params import Param
 from ..schedules import step_sizes
-from . import random_feature_kernels as kernels
 from .base import (
     STEP_PARAMS,
     BudgetSize,
@@ -29,6 +28,8 @@ from .base import (
     compiled_rounds,
     new_counters,
 )
+from .compiled import RF_CHECKS
+from .compiled import available as compiled_available
 
 
 def fit(
@@ -50,6 +51,8 @@ def fit(
     and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
     draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, r=r, lam=lam, schedule=schedule, decay=decay, deadline=deadline)
+    from . import random_feature_kernels as kernels  # numba: imported where a pass runs
+
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
         return fit_compiled(X, y, fmap, rng, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
@@ -72,6 +75,8 @@ def fit_compiled(
     by ``fmap.sample`` as there, then the same pass and arithmetic; the deadline is looked at
     after round 1 (as :func:`fit_numpy` does), then between calls of a few million
     evaluations."""
+    from . import random_feature_kernels as kernels
+
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -138,6 +143,8 @@ def fit_numpy(
 def _agrees(kind: int) -> bool:
     """Small passes, compiled and numpy, equal bit for bit: one feature and many, with and
     without ``lam`` (this build's BLAS ``ddot`` / ``gemv`` and cosine)."""
+    from . import random_feature_kernels as kernels
+
     probe = np.random.default_rng(20261124)
     D = 19
     X = probe.standard_normal((60, D)) / 3.0
@@ -155,7 +162,7 @@ def _agrees(kind: int) -> bool:
     return True
 
 
-kernels.PROBES.append(_agrees)
+RF_CHECKS.append(_agrees)
 
 
 SPEC = LearnerSpec(
@@ -184,6 +191,6 @@ SPEC = LearnerSpec(
     # ~2 ns per evaluation and number of w (T = 4 000, r = 2 000: 0.1 s coordinate, 0.15 s relu)
     # per feature, round and number of w: compiled ~3e-10 s, numpy ~6e-10 s (diamonds relu cells)
     seconds=lambda r, T, w, args, kv: (
-        1e-5 * T + (3e-10 if kernels.sgk.available() else 6e-10) * r * T * (4 + w)
+        1e-5 * T + (3e-10 if compiled_available() else 6e-10) * r * T * (4 + w)
     ),
 )

@@ -32,7 +32,6 @@ Like kernel ridge it has no online predictions: its per-round losses (``online_l
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular
 
 from ..features import FeatureMap
 from ..params import Param
@@ -106,6 +105,7 @@ def fit(
 ) -> FitResult:
     """Nyström kernel ridge regression on ``(X, y)`` with ``min(rank, T)`` landmarks;
     leave-one-out losses of the ridge stage as the per-round losses."""
+    from scipy.linalg import cho_factor, solve_triangular  # scipy, sklearn: where a fit runs
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import Ridge
 

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from . import shrinking_gradient_kernels as sgk
+from .compiled import RF_CHECKS as PROBES
 from .shrinking_gradient_kernels import COORDINATE, FOURIER, RELU, SQRT2, _jit, relu
 
 DIVERGENCE_BOUND = sgk.DIVERGENCE_BOUND
@@ -203,10 +204,9 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
     return t1
 
 
-# Self-checks run once per process and map before the compiled passes are trusted (each takes
-# the map's kind, says whether compiled and numpy code agree bit for bit); the learner modules
-# register them, so this module imports no learner.
-PROBES: list = []
+# Self-checks run once per process and map before the compiled passes are trusted (PROBES: each
+# takes the map's kind, says whether compiled and numpy code agree bit for bit); the learner
+# modules register them in ilnrun.learners.compiled, so this module imports no learner.
 _AGREES: dict[int, bool] = {}
 
 

@@ -43,7 +43,6 @@ from ..params import Param
 from ..schedules import step_sizes
 from ..theory import TrainKernel, lemma5_ratio
 from ..threads import threads_per_cell
-from . import shrinking_gradient_kernels as kernels
 from .base import (
     STEP_PARAMS,
     BudgetSize,
@@ -55,6 +54,8 @@ from .base import (
     new_counters,
     step_unused,
 )
+from .compiled import SG_CHECKS
+from .compiled import available as compiled_available
 
 SAMPLERS = ("iid", "systematic")
 
@@ -123,6 +124,8 @@ def fit(
     path only): the same numbers for any number of threads. ``None``: the environment variable
     ``ILNRUN_THREADS`` (default 1), so that ``ilnrun run`` cells can use it (docs/algorithms.md
     §1.9)."""
+    from . import shrinking_gradient_kernels as kernels  # numba: imported where a pass runs
+
     if threads is None:
         threads = threads_per_cell()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
@@ -156,6 +159,8 @@ def fit_compiled(
     """:func:`fit_numpy` compiled (``shrinking_gradient_kernels.sg_rounds``): the same pass,
     draws and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does),
     then between calls of a few million samples."""
+    from . import shrinking_gradient_kernels as kernels
+
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -301,7 +306,9 @@ def average_weights(K: np.ndarray, compiled: bool = False) -> np.ndarray:
     decay = 0.25 ** np.diff(K).astype(float)  # 4^-(K_{i+1} - K_i)
     G = np.zeros(n)
     if compiled:
-        kernels.average_recursion(decay, G)
+        from .shrinking_gradient_kernels import average_recursion
+
+        average_recursion(decay, G)
         return G / n
     acc = 0.0
     for i in range(n - 2, -1, -1):
@@ -314,6 +321,8 @@ def _agrees(kind: int) -> bool:
     """One small pass and (for a map whose test estimates run compiled) its test estimates,
     compiled and numpy, with every sampler: equal bit for bit (the same BLAS kernel, einsum
     order and pairwise sum as this numpy build). Nothing else is compiled for the check."""
+    from . import shrinking_gradient_kernels as kernels
+
     probe = np.random.default_rng(20261123)
     D = 19
     X = probe.standard_normal((70, D)) / 3.0
@@ -339,7 +348,7 @@ def _agrees(kind: int) -> bool:
     return True
 
 
-kernels.PROBES.append(_agrees)
+SG_CHECKS.append(_agrees)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -466,6 +475,6 @@ SPEC = LearnerSpec(
     # per evaluation and number of w: compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0;
     # diamonds at T = 46 940: 37 s a relu cell at k = 1)
     seconds=lambda m, T, w, args, kv: (
-        2.5e-5 * T + (2.5e-9 if kernels.available() else 6e-9) * 2 * m * (T - 1) * (4 + w)
+        2.5e-5 * T + (2.5e-9 if compiled_available() else 6e-9) * 2 * m * (T - 1) * (4 + w)
     ),
 )

@@ -40,8 +40,9 @@ import warnings
 import numpy as np
 
 from ..compiled_cache import jit as compiled_jit
+from .compiled import NO_NUMBA_ENV, switched_off
+from .compiled import SG_CHECKS as PROBES
 
-NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 COORDINATE, RELU, FOURIER = 0, 1, 2
 ESTIMATED_KINDS = (RELU, FOURIER)  # maps whose Algorithm-2 test estimates run compiled
 SQRT2 = math.sqrt(2.0)
@@ -54,7 +55,7 @@ MAX_D = 8192
 FUSED_UP_TO = 1 << 17
 
 try:
-    if os.environ.get(NO_NUMBA_ENV, "") not in ("", "0"):
+    if switched_off():
         raise ImportError(f"{NO_NUMBA_ENV} is set")
     # numba's own thread pool for the parallel loops (fit's threads), unless the user chose one:
     # an OpenMP pool would be pinned to one thread by a cell's limits
@@ -557,11 +558,11 @@ def estimates_compiled(fmap) -> bool:
     return kind_of(fmap) in ESTIMATED_KINDS and use_compiled(fmap)
 
 
-# Self-checks run once per process and map before the compiled kernels are trusted: each takes
-# the compiled map's kind and says whether compiled and numpy code agree bit for bit. The
-# learner modules that use these kernels register them (shrinking_gradient.py), so this module
-# imports no learner (docs/architecture.md §9: no import circle).
-PROBES: list = []
+# Self-checks run once per process and map before the compiled kernels are trusted (PROBES,
+# imported above): each takes the compiled map's kind and says whether compiled and numpy code
+# agree bit for bit. The learner modules that use these kernels register them in
+# ilnrun.learners.compiled (shrinking_gradient.py), so this module imports no learner
+# (docs/architecture.md §9: no import circle).
 
 
 def agrees(kind: int) -> bool:
