@@ -255,7 +255,7 @@ def test_a_lock_listed_in_a_forged_manifest_still_locks(reference, tmp_path, mon
     R.write_manifest(out, [*json.loads((out / R.MANIFEST).read_text())["files"], ".lock"])
     seen = []
 
-    def probe(cfg, pending, jobs, backend, on_record):
+    def probe(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
         fd = os.open(out / ".lock", os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -355,7 +355,7 @@ def test_run_experiment_caps_jobs_to_the_cpus(monkeypatch, capsys):
 
     seen = []
 
-    def fake(cfg, pending, jobs, backend, on_record):
+    def fake(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
         seen.append(jobs)
         raise KeyboardInterrupt
 
@@ -582,7 +582,7 @@ def test_a_swallowed_sigterm_still_stops_the_run(reference, tmp_path, monkeypatc
     out = _copy(reference, tmp_path)
     _keep_records(out, 3)
 
-    def swallowed(cfg, pending, jobs, backend, on_record):
+    def swallowed(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
         try:  # as in a garbage-collection callback: the exception is printed and dropped
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.5)
@@ -624,7 +624,7 @@ def test_a_second_ctrl_c_during_the_stop_is_absorbed(reference, tmp_path, monkey
     out = _copy(reference, tmp_path)
     _keep_records(out, 3)
 
-    def twice(cfg, pending, jobs, backend, on_record):
+    def twice(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
         try:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)
@@ -654,7 +654,8 @@ import sys, time
 from ilnrun import experiment
 from ilnrun.cli import main
 
-def stuck(cfg, pending, jobs, backend, on_record):  # compiled code that never looks at signals
+def stuck(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
+    # compiled code that never looks at signals
     print("started", flush=True)
     while True:
         try:
