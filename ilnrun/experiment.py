@@ -359,9 +359,9 @@ def run(
     once, :func:`ilnrun.config.resources.check_run`); write the tables; return a
     short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
-    try:
+    try:  # (exists() itself fails on a name too long)
+        if out.exists() and not out.is_dir():
+            raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
         out.mkdir(parents=True, exist_ok=True)
         check_files(out)
     except OSError as exc:

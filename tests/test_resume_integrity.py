@@ -299,10 +299,21 @@ def test_fresh_deletes_a_cell_log_that_grew_since_the_manifest(reference, tmp_pa
 # ---- --out '' --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\t  "])
 @pytest.mark.parametrize("command", ["run", "report"])
-def test_an_empty_out_is_refused(reference, tmp_path, monkeypatch, command):
+def test_an_empty_out_is_refused(reference, tmp_path, monkeypatch, command, blank):
+    """An empty or blank --out (a shell variable left unset) names no directory: refused, not
+    read as the default, the current directory or a directory named by spaces."""
     cfg_path, ref = reference
     monkeypatch.chdir(tmp_path)
     target = cfg_path if command == "run" else ref
-    _refused(invoke([command, target, "--out", ""]), "--out")
+    _refused(invoke([command, target, "--out", blank]), "--out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_name_too_long_is_refused_naming_it(reference, tmp_path, monkeypatch):
+    """A directory name longer than the file system allows: exit status 2 naming the path (it
+    was exit status 1, "cannot write the results", from the check that the path exists)."""
+    monkeypatch.chdir(tmp_path)
+    _refused(invoke(["run", reference[0], "--out", "x" * 300, "-q"]), "x" * 20, "too long")
     assert list(tmp_path.iterdir()) == []
