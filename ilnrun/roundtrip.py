@@ -95,8 +95,17 @@ def load(results_dir: str | Path) -> LoadedResults:
     """The results of ``ilnrun run`` (or :func:`ilnrun.run_experiment` with ``out``) in
     ``results_dir``: the tables ``runs``, ``summary``, ``curves``, the resolved ``config`` and
     :meth:`LoadedResults.cell`. Raises :class:`LoadError` (module docstring)."""
+    if not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip():
+        raise LoadError(  # '' would be the current directory, as `--out ''` would
+            f"a results directory is a path (not empty or blank), not {_shown_id(results_dir)}"
+        )
     d = Path(results_dir)
-    if not d.is_dir():
+    try:
+        is_dir = d.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        why = getattr(exc, "strerror", None) or _reason(exc)
+        raise LoadError(f"{_shown_id(str(d))} cannot be read: {why}") from None
+    if not is_dir:
         raise LoadError(f"{d} is not a directory; give the --out directory of `ilnrun run`")
     try:
         owned = read_manifest(d)
