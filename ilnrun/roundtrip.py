@@ -134,21 +134,17 @@ def load(results_dir: str | Path) -> LoadedResults:
 def _refuse_links_out(d: Path) -> None:
     """Refuse a file of :data:`READ_FILES` that is a symbolic link whose target lies outside
     ``d``: load() reads what the results directory holds, never a file elsewhere."""
+    from .readers import linked_outside
+
     try:
-        root = d.resolve(strict=True)
+        d.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
         raise LoadError(f"{d} cannot be resolved: {_reason(exc)}") from None
     for name in READ_FILES:
-        p = d / name
-        if not p.is_symlink():
-            continue
-        try:
-            target = p.resolve(strict=False)
-        except (OSError, RuntimeError):  # a loop of links
-            target = None
-        if target is None or not target.is_relative_to(root):
+        target = linked_outside(d / name)
+        if target is not None:
             raise LoadError(
-                f"{p} is a symbolic link to {os.readlink(p)!r}, outside the results directory "
+                f"{d / name} is a symbolic link to {target!r}, outside the results directory "
                 f"{d}; load() reads only files inside it (copy the file there instead)"
             )
 
