@@ -78,6 +78,14 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     ``results_dir`` in every format of ``formats`` ("png", "pdf", "svg"); return the paths."""
     results_dir = Path(results_dir)
     data = _Data.load(results_dir)
+    if data.summary.empty:  # every cell diverged or timed out: no point, no curve
+        from .readers import ResultsError
+
+        raise ResultsError(
+            f"{results_dir}: nothing to draw: no setting of any learner has a finished cell "
+            "(summary.csv: n = 0 everywhere; every cell diverged or timed out). Under "
+            "limits.cell_timeout_s, rerun with a higher limit and --extend"
+        )
     figures = {"figure1": _figure1(data), "curves": _curves(data)}
     if data.summary.loc[data.budgeted, "dsgd_k"].nunique() >= 2:
         figures["budget_sweep"] = _budget_sweep(data)

@@ -133,8 +133,8 @@ def read_table(
         raise ResultsError(f"{path} lacks the column(s) {', '.join(missing)}")
     if df.empty and not empty_ok:
         raise ResultsError(f"{path} holds no rows")
-    for c in ("dsgd_k", "n", "repetition", "t"):
-        if c in df and not pd.api.types.is_numeric_dtype(df[c]):
+    for c in ("dsgd_k", "n", "repetition", "t"):  # (a table of no rows has no column types)
+        if c in df and not df.empty and not pd.api.types.is_numeric_dtype(df[c]):
             raise ResultsError(f"{path}: column {c} is not numeric")
     for c in ("selected", "diverged", "timed_out"):
         if c in df and not pd.api.types.is_bool_dtype(df[c]):

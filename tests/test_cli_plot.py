@@ -291,3 +291,18 @@ def test_no_legend_is_clipped(tmp_path: Path, monkeypatch, case: str) -> None:
     monkeypatch.setattr(plots, "save_figure_atomic", save_and_check)
     plots.plot_results(out, ["png"])
     assert set(checked) == kinds and all(checked.values()), checked
+
+
+def test_a_run_whose_every_cell_timed_out_is_refused_with_a_reason(tmp_path: Path) -> None:
+    """Every cell timed out: curves.csv holds no row (its columns untyped) and summary.csv no
+    finished setting. ``plot`` refused it as "column dsgd_k is not numeric" and then, past
+    that, with a KeyError; now it says there is nothing to draw and why (exit status 2)."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(CONFIG.format(budgets=[2]) + "limits: {cell_timeout_s: 1.0e-9}\n")
+    out = tmp_path / "results"
+    assert invoke(["run", cfg, "--out", out, "-q"]).exit_code == 0
+    assert pd.read_csv(out / "runs.csv")["timed_out"].all()
+    res = invoke(["plot", out, "--format", "png"])
+    assert res.exit_code == 2, res.output
+    assert "nothing to draw" in res.output and "timed out" in res.output, res.output
+    assert "Traceback" not in res.output and not list(out.glob("*.png"))
