@@ -306,3 +306,31 @@ def test_a_run_whose_every_cell_timed_out_is_refused_with_a_reason(tmp_path: Pat
     assert res.exit_code == 2, res.output
     assert "nothing to draw" in res.output and "timed out" in res.output, res.output
     assert "Traceback" not in res.output and not list(out.glob("*.png"))
+
+
+def test_one_repetition_figures_promise_no_interval(tmp_path: Path, monkeypatch) -> None:
+    """With one repetition no interval is drawn, and no label or title says "95% CI" (the
+    report says "one repetition" too); with two the labels keep it."""
+    from matplotlib.text import Text
+
+    from ilnrun import plots
+
+    texts: dict[str, list[str]] = {}
+    save = plots.save_figure_atomic
+
+    def save_and_read(fig, path, **kw) -> None:
+        save(fig, path, **kw)
+        texts[path.stem] = [t.get_text() for t in fig.findobj(Text)]
+
+    monkeypatch.setattr(plots, "save_figure_atomic", save_and_read)
+    for reps in (1, 2):
+        cfg = tmp_path / f"r{reps}.yaml"
+        cfg.write_text(CONFIG.format(budgets=[2]).replace("repetitions: 2", f"repetitions: {reps}"))
+        out = tmp_path / f"out{reps}"
+        assert invoke(["run", cfg, "--out", out, "-q"]).exit_code == 0
+        texts.clear()
+        plot_results(out, ["png"])
+        assert set(texts) == {"figure1", "curves"}
+        shown = " ".join(" ".join(t) for t in texts.values())
+        assert ("95%" in shown) == (reps == 2), shown
+        assert ("one repetition" in shown) == (reps == 1), shown
