@@ -133,8 +133,8 @@ def run_experiment(
     unusable directory.
     """
     check_run_args(jobs, backend, scheduler, fresh, quiet, note=False, extend=extend)
-    if out is not None and (not isinstance(out, (str, Path)) or out == ""):
-        raise ArgumentError("out must be a directory path or None")
+    if out is not None and (not isinstance(out, (str, Path)) or not str(out).strip()):
+        raise ArgumentError("out must be a directory path (not empty or blank) or None")
     if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple)):
         raise ArgumentError("overrides must be a list or tuple of KEY=VALUE strings")
     if not all(isinstance(o, str) for o in overrides):

@@ -100,13 +100,33 @@ def _exit_stopped(code: int) -> None:
 
 
 def _directory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--out``: an empty path is refused (exit status 2 naming the option), never read as the
-    default directory or the current one."""
-    if value is not None and not value:
+    """``--out``: an empty or blank path (only spaces or tabs: a variable left unset) is refused
+    (exit status 2 naming the option), never read as the default directory, the current one or
+    a directory named by whitespace."""
+    if value is not None and not value.strip():
         raise click.BadParameter(
-            "an empty path names no directory; leave --out out for the default"
+            f"{value!r}: an empty or blank path names no directory; leave --out out for the default"
         )
     return value
+
+
+class _Count(click.ParamType):
+    """``--jobs`` / ``--threads``: a whole number >= 1 in ASCII digits
+    (:func:`ilnrun.threads.whole_number`; click's ``IntRange`` also took ``'２'``, ``'+2'`` and
+    ``'1_0'``); a longer number than any machine's CPUs is read as a very large count (capped
+    to the CPUs with a note)."""
+
+    name = "integer"
+
+    def convert(self, value: object, param, ctx) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value  # a default
+        from .threads import whole_number
+
+        try:
+            return whole_number(str(value), long="capped")
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 _SET = click.option(
@@ -151,7 +171,7 @@ def main(ctx: click.Context) -> None:
 @click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(min=1),
+    type=_Count(),
     default=1,
     show_default=True,
     help="Parallel workers.",
@@ -178,7 +198,7 @@ def main(ctx: click.Context) -> None:
 )
 @click.option(
     "--threads",
-    type=click.IntRange(min=1),
+    type=_Count(),
     default=None,
     help="Threads of one cell (default: ILNRUN_THREADS, else 1): a big Shrinking Gradient pass "
     "(m >= 4096 samples a round) searches and gathers on them; the numbers are the same for any "
@@ -410,7 +430,7 @@ def index(experiments_dir: str) -> None:
 @click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(min=1),
+    type=_Count(),
     default=1,
     show_default=True,
     help="Workers to check the memory estimate for (as `ilnrun run --jobs`).",

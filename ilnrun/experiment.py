@@ -51,7 +51,6 @@ from .results import (
     build_tables,
     file_entry,
     read_written,
-    record_output,
     select_modes,
     sweep_temporaries,
     write_atomic,
@@ -360,9 +359,9 @@ def run(
     once, :func:`ilnrun.config.resources.check_run`); write the tables; return a
     short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
-    try:
+    try:  # (exists() itself fails on a name too long)
+        if out.exists() and not out.is_dir():
+            raise RunDirError(f"output path {str(out)!r} exists and is not a directory")
         out.mkdir(parents=True, exist_ok=True)
         check_files(out)
     except OSError as exc:
@@ -426,8 +425,8 @@ def _run_locked(
             "leaves the linked file as it was",
             file=sys.stderr,
         )
-    record_output(log.path)
     done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
+    log.vouch()  # the log as read (a torn tail cut off), unless edited since it was recorded
     late = rerun_timed_out(done, cfg.limits.cell_timeout_s, stored_timeout(stored or {}))
     for cell_id in late:
         del done[cell_id]
@@ -498,7 +497,7 @@ def _run_locked(
                 list(done.values()), order, dataset_keys(cfg), modes
             )
             write_tables(out, runs, summary, curves)
-            record_output(log.path)  # the log's content now, for --fresh to recognize
+            log.vouch()  # the log's content now, for --fresh and the next resume
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             write_atomic(meta_path, json.dumps(meta, indent=2))
             check_stop()

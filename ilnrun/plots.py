@@ -78,6 +78,14 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
     ``results_dir`` in every format of ``formats`` ("png", "pdf", "svg"); return the paths."""
     results_dir = Path(results_dir)
     data = _Data.load(results_dir)
+    if data.summary.empty:  # every cell diverged or timed out: no point, no curve
+        from .readers import ResultsError
+
+        raise ResultsError(
+            f"{results_dir}: nothing to draw: no setting of any learner has a finished cell "
+            "(summary.csv: n = 0 everywhere; every cell diverged or timed out). Under "
+            "limits.cell_timeout_s, rerun with a higher limit and --extend"
+        )
     figures = {"figure1": _figure1(data), "curves": _curves(data)}
     if data.summary.loc[data.budgeted, "dsgd_k"].nunique() >= 2:
         figures["budget_sweep"] = _budget_sweep(data)
@@ -108,7 +116,9 @@ class _Data:
         nmse = "test_nmse_mean" in summary
         self.metric = "test_nmse" if nmse else "test_loss"
         self.estimated = f"{self.metric}_estimated" if nmse else "test_loss_estimated"
-        self.ylabel = TEST_NMSE if nmse else TEST_LOSS
+        # with one repetition no interval is drawn, and no label promises one (as the report)
+        self.one_repetition = summary.empty or summary["n"].max() < 2
+        self.ylabel = self.interval_text(TEST_NMSE if nmse else TEST_LOSS)
         for col in (f"{self.metric}_mean", f"{self.metric}_ci95"):  # absent: nothing selected
             if col not in summary:
                 summary[col] = np.nan
@@ -141,6 +151,15 @@ class _Data:
         summary = read_table(d, "summary.csv", SUMMARY_COLUMNS)
         curves = read_table(d, "curves.csv", CURVES_COLUMNS, empty_ok=True)
         return cls(cfg, summary, curves)
+
+    def interval_text(self, text: str) -> str:
+        """``text`` (a label or title naming the mean and its 95% interval) as it reads for
+        these results: "one repetition" in place of the interval where every setting has one."""
+        if not self.one_repetition:
+            return text
+        for interval in ("mean over repetitions, 95% CI", "mean, 95% CI"):
+            text = text.replace(interval, "one repetition")
+        return text
 
     @property
     def name(self) -> str:
@@ -468,7 +487,9 @@ def _curves(data: _Data) -> Figure:
         if not drawn:
             _empty(ax)
     skipped = ", ".join(data.style[m]["label"] for m in data.batch)
-    what = "learning curves: running mean of ½(f_t(x_t)−y_t)² (mean over repetitions, 95% CI)"
+    what = data.interval_text(
+        "learning curves: running mean of ½(f_t(x_t)−y_t)² (mean over repetitions, 95% CI)"
+    )
     if skipped:
         what += f"; {skipped}: batch, no online pass, not drawn"
     _finish(fig, axes, data.header(what))
@@ -577,7 +598,8 @@ def _regret(data: _Data) -> Figure:
         ax.set_xscale("log")
         ax.set_xlabel(axis_label("T"))
         ax.set_ylabel("regret / √T" if scaled else "regret vs best f in the B-ball")
-        ax.set_title("bounded if regret = O(√T)" if scaled else "mean, 95% CI", fontsize=9.5)
+        title = "bounded if regret = O(√T)" if scaled else data.interval_text("mean, 95% CI")
+        ax.set_title(title, fontsize=9.5)
         ax.grid(alpha=0.3, which="both")
     _finish(fig, axes, data.header("regret against the best predictor with |f| ≤ B"))
     return fig

@@ -41,9 +41,34 @@ class ResultsError(Exception):
     """A results directory (or a file in it) that cannot be read as ilnrun's: exit status 2."""
 
 
+def linked_outside(path: Path) -> str | None:
+    """Where ``path`` points when it is a symbolic link whose target lies outside its own
+    directory (or cannot be resolved: a loop), else ``None``: the readers read what a results
+    directory holds, never a file elsewhere (another run's table would be reported as this
+    one's). A link to a file inside the directory is read."""
+    path = Path(path)
+    if not path.is_symlink():
+        return None
+    try:
+        if path.resolve(strict=False).is_relative_to(path.parent.resolve(strict=True)):
+            return None
+    except (OSError, RuntimeError):  # a loop of links
+        pass
+    try:
+        return os.readlink(path)
+    except OSError as exc:
+        return f"({exc.strerror})"
+
+
 def _regular(path: Path) -> None:
     if not os.path.lexists(path):
         raise ResultsError(f"{path} is missing; run `ilnrun run` first")
+    target = linked_outside(path)
+    if target is not None:
+        raise ResultsError(
+            f"{path} is a symbolic link to {target!r}, outside the results directory "
+            f"{path.parent}; ilnrun reads only files inside it (copy the file there instead)"
+        )
     if not path.is_file():
         raise ResultsError(f"{path} is not a regular file")
 
@@ -108,8 +133,8 @@ def read_table(
         raise ResultsError(f"{path} lacks the column(s) {', '.join(missing)}")
     if df.empty and not empty_ok:
         raise ResultsError(f"{path} holds no rows")
-    for c in ("dsgd_k", "n", "repetition", "t"):
-        if c in df and not pd.api.types.is_numeric_dtype(df[c]):
+    for c in ("dsgd_k", "n", "repetition", "t"):  # (a table of no rows has no column types)
+        if c in df and not df.empty and not pd.api.types.is_numeric_dtype(df[c]):
             raise ResultsError(f"{path}: column {c} is not numeric")
     for c in ("selected", "diverged", "timed_out"):
         if c in df and not pd.api.types.is_bool_dtype(df[c]):

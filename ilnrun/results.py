@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -335,6 +336,7 @@ class CellLog:
         left_out: set[str] = set()
         if not os.path.lexists(self.path):
             return out
+        vouched = self.vouched_bytes()
         end = 0  # bytes up to the end of the last whole line
         with open(self.path, "rb") as fh:
             while True:
@@ -359,7 +361,7 @@ class CellLog:
                     self.corrupt += 1
                 elif digests is not None and rec["id"] not in digests:
                     left_out.add(rec["id"])
-                elif not values_verify(rec):
+                elif not values_verify(rec) or (VALUES_KEY not in rec and end > vouched):
                     altered.append(rec["id"])
                 elif digests is not None and digests[rec["id"]] != rec.get("digest"):
                     ignored.append(rec["id"])
@@ -373,6 +375,45 @@ class CellLog:
                 kept = fh.read(end)
             write_atomic_bytes(self.path, kept)
         return out
+
+    def vouched_bytes(self) -> float:
+        """How many leading bytes of the log its manifest vouches for, the only place where a
+        record without a value digest (written by ilnrun 0.2.0 or earlier) is read: all of it
+        where no digest of the log is recorded (no manifest, or one of 0.2.0), the recorded
+        length where the log still starts with the content recorded, else none. Every record
+        ilnrun appends carries a value digest, so a record stripped of its digest (and a digit
+        changed) is never read as an old one."""
+        try:
+            written = read_written(self.path.parent)
+        except ManifestError:
+            return 0
+        entry = None if written is None else written.get(CELL_LOG)
+        if entry is None:
+            return math.inf
+        h, left = hashlib.sha256(), entry["bytes"]
+        try:
+            with open(self.path, "rb") as fh:
+                while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+                    h.update(chunk)
+                    left -= len(chunk)
+        except OSError:
+            return 0
+        return entry["bytes"] if left == 0 and h.hexdigest() == entry["sha256"] else 0
+
+    def vouch(self) -> None:
+        """Record the log's content now in the manifest (for ``--fresh`` and
+        :meth:`vouched_bytes`) when the manifest records none for it yet or the log is still
+        what it recorded plus records ilnrun appended (:func:`written_by_ilnrun`); a log edited
+        since is never vouched for, so an edit stays detected on every later resume."""
+        try:
+            written = read_written(self.path.parent)
+        except ManifestError:
+            return
+        if written is None:
+            return
+        entry = written.get(CELL_LOG)
+        if entry is None or written_by_ilnrun(self.path, entry):
+            record_output(self.path)
 
     def detach(self) -> bool:
         """Give the log its own inode when a hard link shares it (a copy of the content,

@@ -95,8 +95,17 @@ def load(results_dir: str | Path) -> LoadedResults:
     """The results of ``ilnrun run`` (or :func:`ilnrun.run_experiment` with ``out``) in
     ``results_dir``: the tables ``runs``, ``summary``, ``curves``, the resolved ``config`` and
     :meth:`LoadedResults.cell`. Raises :class:`LoadError` (module docstring)."""
+    if not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip():
+        raise LoadError(  # '' would be the current directory, as `--out ''` would
+            f"a results directory is a path (not empty or blank), not {_shown_id(results_dir)}"
+        )
     d = Path(results_dir)
-    if not d.is_dir():
+    try:
+        is_dir = d.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        why = getattr(exc, "strerror", None) or _reason(exc)
+        raise LoadError(f"{_shown_id(str(d))} cannot be read: {why}") from None
+    if not is_dir:
         raise LoadError(f"{d} is not a directory; give the --out directory of `ilnrun run`")
     try:
         owned = read_manifest(d)
@@ -125,21 +134,17 @@ def load(results_dir: str | Path) -> LoadedResults:
 def _refuse_links_out(d: Path) -> None:
     """Refuse a file of :data:`READ_FILES` that is a symbolic link whose target lies outside
     ``d``: load() reads what the results directory holds, never a file elsewhere."""
+    from .readers import linked_outside
+
     try:
-        root = d.resolve(strict=True)
+        d.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
         raise LoadError(f"{d} cannot be resolved: {_reason(exc)}") from None
     for name in READ_FILES:
-        p = d / name
-        if not p.is_symlink():
-            continue
-        try:
-            target = p.resolve(strict=False)
-        except (OSError, RuntimeError):  # a loop of links
-            target = None
-        if target is None or not target.is_relative_to(root):
+        target = linked_outside(d / name)
+        if target is not None:
             raise LoadError(
-                f"{p} is a symbolic link to {os.readlink(p)!r}, outside the results directory "
+                f"{d / name} is a symbolic link to {target!r}, outside the results directory "
                 f"{d}; load() reads only files inside it (copy the file there instead)"
             )
 

@@ -38,16 +38,26 @@ def requested_threads() -> int:
     variable for a value that is not a whole number >= 1 written in ASCII digits (``int()``
     alone would also take ``'２'`` or ``'1_0'``)."""
     raw = os.environ.get(THREADS_ENV, "")
-    text = raw.strip(" \t")
-    if not text:
+    if not raw.strip(" \t"):
         return 1
-    if not (text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS) or int(text) < 1:
+    try:
+        return whole_number(raw)
+    except ValueError as exc:
+        raise ValueError(f"{THREADS_ENV}={exc}; unset it or give --threads N") from None
+
+
+def whole_number(raw: str, long: str = "refused") -> int:
+    """``raw`` (spaces or tabs around it allowed) as a whole number >= 1 written in ASCII digits,
+    else ``ValueError`` showing the value (``int()`` alone also takes ``'２'``, ``'+2'`` or
+    ``'1_0'``). A number of more than :data:`MAX_DIGITS` digits is ``refused`` too, or read as
+    the largest of :data:`MAX_DIGITS` digits (``long="capped"``: a count capped to the CPUs
+    anyway). ``ILNRUN_THREADS``, ``--threads`` and ``--jobs`` are read with it."""
+    text = raw.strip(" \t")
+    long_ok = long == "capped" or len(text) <= MAX_DIGITS
+    if not (text.isascii() and text.isdigit() and long_ok and text.strip("0")):
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        raise ValueError(
-            f"{THREADS_ENV}={shown!r} is not a whole number >= 1 (ASCII digits); "
-            f"unset it or give --threads N"
-        )
-    return int(text)
+        raise ValueError(f"{shown!r} is not a whole number >= 1 (ASCII digits)")
+    return int(text) if len(text) <= MAX_DIGITS else 10**MAX_DIGITS - 1
 
 
 def threads_per_cell() -> int:

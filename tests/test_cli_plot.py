@@ -291,3 +291,46 @@ def test_no_legend_is_clipped(tmp_path: Path, monkeypatch, case: str) -> None:
     monkeypatch.setattr(plots, "save_figure_atomic", save_and_check)
     plots.plot_results(out, ["png"])
     assert set(checked) == kinds and all(checked.values()), checked
+
+
+def test_a_run_whose_every_cell_timed_out_is_refused_with_a_reason(tmp_path: Path) -> None:
+    """Every cell timed out: curves.csv holds no row (its columns untyped) and summary.csv no
+    finished setting. ``plot`` refused it as "column dsgd_k is not numeric" and then, past
+    that, with a KeyError; now it says there is nothing to draw and why (exit status 2)."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(CONFIG.format(budgets=[2]) + "limits: {cell_timeout_s: 1.0e-9}\n")
+    out = tmp_path / "results"
+    assert invoke(["run", cfg, "--out", out, "-q"]).exit_code == 0
+    assert pd.read_csv(out / "runs.csv")["timed_out"].all()
+    res = invoke(["plot", out, "--format", "png"])
+    assert res.exit_code == 2, res.output
+    assert "nothing to draw" in res.output and "timed out" in res.output, res.output
+    assert "Traceback" not in res.output and not list(out.glob("*.png"))
+
+
+def test_one_repetition_figures_promise_no_interval(tmp_path: Path, monkeypatch) -> None:
+    """With one repetition no interval is drawn, and no label or title says "95% CI" (the
+    report says "one repetition" too); with two the labels keep it."""
+    from matplotlib.text import Text
+
+    from ilnrun import plots
+
+    texts: dict[str, list[str]] = {}
+    save = plots.save_figure_atomic
+
+    def save_and_read(fig, path, **kw) -> None:
+        save(fig, path, **kw)
+        texts[path.stem] = [t.get_text() for t in fig.findobj(Text)]
+
+    monkeypatch.setattr(plots, "save_figure_atomic", save_and_read)
+    for reps in (1, 2):
+        cfg = tmp_path / f"r{reps}.yaml"
+        cfg.write_text(CONFIG.format(budgets=[2]).replace("repetitions: 2", f"repetitions: {reps}"))
+        out = tmp_path / f"out{reps}"
+        assert invoke(["run", cfg, "--out", out, "-q"]).exit_code == 0
+        texts.clear()
+        plot_results(out, ["png"])
+        assert set(texts) == {"figure1", "curves"}
+        shown = " ".join(" ".join(t) for t in texts.values())
+        assert ("95%" in shown) == (reps == 2), shown
+        assert ("one repetition" in shown) == (reps == 1), shown

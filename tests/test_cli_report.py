@@ -6,6 +6,7 @@ import re
 import shutil
 
 import pandas as pd
+import pytest
 from conftest import invoke, tiny_config, write_config
 
 from ilnrun.learners import LEARNERS
@@ -56,6 +57,41 @@ def test_report_refuses_a_directory_without_results(tmp_path):
     res = invoke(["report", tmp_path])
     assert res.exit_code == 2 and "run `ilnrun run`" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    "command, name",
+    [
+        ("report", "runs.csv"),
+        ("report", "summary.csv"),
+        ("report", "meta.json"),
+        ("report", "config.yaml"),
+        ("plot", "curves.csv"),
+        ("plot", "summary.csv"),
+    ],
+)
+def test_a_file_linked_out_of_the_directory_is_refused(finished_run, tmp_path, command, name):
+    """``report`` and ``plot`` read only what the results directory holds, as ``load()`` does:
+    a table linked to another run's file outside it would be reported as this run's."""
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "results"
+    shutil.copytree(out, copy)
+    shutil.move(copy / name, tmp_path / name)
+    (copy / name).symlink_to(tmp_path / name)
+    res = invoke([command, copy, *(["--out", tmp_path / "rep"] if command == "report" else [])])
+    assert res.exit_code == 2, res.output
+    assert f"{copy / name} is a symbolic link" in res.output and "outside" in res.output
+    assert "Traceback" not in res.output
+    shutil.move(copy / name, tmp_path / "link")  # a link inside the directory is read
+    shutil.move(tmp_path / name, copy / "sub")
+    (copy / name).symlink_to("sub")
+    assert (
+        invoke(
+            [command, copy, "--format", "png"] if command == "plot" else [command, copy]
+        ).exit_code
+        == 0
+    )
 
 
 def test_a_learner_that_diverged_everywhere_has_nothing_to_compare(tmp_path):

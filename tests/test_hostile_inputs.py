@@ -654,8 +654,8 @@ import sys, time
 from ilnrun import experiment
 from ilnrun.cli import main
 
-# compiled code that never looks at signals
 def stuck(cfg, pending, jobs, backend, on_record, one_at_a_time=frozenset()):
+    # compiled code that never looks at signals
     print("started", flush=True)
     while True:
         try:

@@ -116,6 +116,7 @@ def test_a_timed_out_record_without_its_limit_uses_the_stored_config(tmp_path):
         {k: v for k, v in r.items() if k not in ("timeout_s", R.VALUES_KEY)} for r in _records(out)
     ]
     _write_records(out, old)
+    R.write_manifest(out, R.read_manifest(out))  # names only, as that ilnrun wrote it
     _ok(_run(limited, out))
     assert _meta(out)["cells_resumed"] == CELLS  # the same limit: kept
     higher = write_config(tmp_path / "higher.yaml", _config(limits={"cell_timeout_s": 1e6}))
@@ -169,15 +170,52 @@ def test_a_record_whose_values_changed_is_skipped_and_its_cell_rerun(reference, 
     assert "values changed" not in _ok(_run(cfg_path, out))  # said once: superseded since
 
 
+def _strip(rec: dict) -> dict:
+    return {k: v for k, v in rec.items() if k != R.VALUES_KEY}
+
+
 def test_records_without_a_value_digest_still_resume(reference, tmp_path):
-    """Records written by ilnrun 0.2.0 and earlier carry no value digest: read as before."""
+    """Records written by ilnrun 0.2.0 and earlier carry no value digest (and their manifest,
+    of version 1, no file digest): read as before, on this resume and the next ones."""
     cfg_path, ref = reference
     out = _copy(reference, tmp_path)
-    _write_records(out, [{k: v for k, v in r.items() if k != R.VALUES_KEY} for r in _records(out)])
+    _write_records(out, [_strip(r) for r in _records(out)])
+    R.write_manifest(out, R.read_manifest(out))  # names only, as 0.2.0 wrote it
+    for _ in range(2):
+        text = _ok(_run(cfg_path, out))
+        assert "warning" not in text
+        assert _meta(out)["cells_resumed"] == CELLS
+        pd.testing.assert_frame_equal(_tables(out), _tables(ref))
+
+
+def _stripped_and_changed(recs: list[dict], i: int) -> dict:
+    rec = _strip(recs[i])
+    rec["row"] = {**rec["row"], "test_loss": rec["row"]["test_loss"] * 1.5}
+    return rec
+
+
+@pytest.mark.parametrize("how", ["first", "middle", "all", "appended"])
+def test_a_record_stripped_of_its_value_digest_is_never_read(reference, tmp_path, how):
+    """A record edited and stripped of its value digest (so that it looks like one of 0.2.0)
+    in a log whose manifest recorded its content: skipped with the warning, its cell rerun,
+    never read on a later resume either (every record ilnrun appends carries a digest)."""
+    cfg_path, ref = reference
+    out = _copy(reference, tmp_path)
+    recs = _records(out)
+    if how == "appended":  # a later record of a cell replaces an earlier one
+        recs.append(_stripped_and_changed(recs, 2))
+    elif how == "all":
+        recs = [_stripped_and_changed(recs, 2) if i == 2 else _strip(r) for i, r in enumerate(recs)]
+    else:
+        i = 0 if how == "first" else 2
+        recs[i] = _stripped_and_changed(recs, i)
+    _write_records(out, recs)
     text = _ok(_run(cfg_path, out))
-    assert "warning" not in text
-    assert _meta(out)["cells_resumed"] == CELLS
-    pd.testing.assert_frame_equal(_tables(out), _tables(ref))
+    if how != "appended":  # (an appended edit is not counted: its cell keeps a record)
+        assert "values changed" in text, text
+    for _ in range(2):
+        pd.testing.assert_frame_equal(_tables(out), _tables(ref))
+        _ok(_run(cfg_path, out))
 
 
 # ---- --fresh deletes only what ilnrun wrote ----------------------------------------------------
@@ -261,10 +299,21 @@ def test_fresh_deletes_a_cell_log_that_grew_since_the_manifest(reference, tmp_pa
 # ---- --out '' --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\t  "])
 @pytest.mark.parametrize("command", ["run", "report"])
-def test_an_empty_out_is_refused(reference, tmp_path, monkeypatch, command):
+def test_an_empty_out_is_refused(reference, tmp_path, monkeypatch, command, blank):
+    """An empty or blank --out (a shell variable left unset) names no directory: refused, not
+    read as the default, the current directory or a directory named by spaces."""
     cfg_path, ref = reference
     monkeypatch.chdir(tmp_path)
     target = cfg_path if command == "run" else ref
-    _refused(invoke([command, target, "--out", ""]), "--out")
+    _refused(invoke([command, target, "--out", blank]), "--out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_name_too_long_is_refused_naming_it(reference, tmp_path, monkeypatch):
+    """A directory name longer than the file system allows: exit status 2 naming the path (it
+    was exit status 1, "cannot write the results", from the check that the path exists)."""
+    monkeypatch.chdir(tmp_path)
+    _refused(invoke(["run", reference[0], "--out", "x" * 300, "-q"]), "x" * 20, "too long")
     assert list(tmp_path.iterdir()) == []

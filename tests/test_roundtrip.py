@@ -171,6 +171,16 @@ def test_refuses_what_is_not_ilnrun_results(tmp_path):
         ilnrun.load(foreign)
 
 
+@pytest.mark.parametrize("bad", [None, 5, ["x"], "", " ", "x" * 5000])
+def test_a_path_that_names_no_directory_is_refused(bad, tmp_path, monkeypatch):
+    """``load('')`` read the current directory (``--out ''`` is refused for the same reason),
+    a non-path raised ``TypeError`` and a name too long an ``OSError``: each a LoadError."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LoadError) as err:
+        ilnrun.load(bad)
+    assert len(str(err.value)) < 300
+
+
 def test_refuses_a_damaged_directory(run_dir, tmp_path):
     d = _copy(run_dir, tmp_path)
     (d / ".ilnrun-manifest.json").write_text("[1, 2")

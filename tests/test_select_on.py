@@ -16,7 +16,7 @@ from conftest import invoke, tiny_config, write_config
 
 from ilnrun.cell import seeds, validation_seed
 from ilnrun.config import ConfigError, cells, record_digest, resolve
-from ilnrun.results import select
+from ilnrun.results import read_manifest, select, write_manifest
 
 # a tiny config with more validation points than n_test_estimated
 SMALL = {"evaluation": {"m_test": 50, "n_test_estimated": 30, "curve_points": 10}}
@@ -173,6 +173,7 @@ def test_old_results_without_the_column_resume_and_say_so(both_ways, tmp_path):
         rec.pop("values_sha256", None)  # nor did records carry a digest of their values
         lines.append(json.dumps(rec))
     (old / "cells.jsonl").write_text("\n".join(lines) + "\n")
+    write_manifest(old, read_manifest(old))  # names only (no file digests), as it was then
     cfg = yaml.safe_load((old / "config.yaml").read_text())
     cfg["evaluation"].pop("select_on")
     (old / "config.yaml").write_text(yaml.safe_dump(cfg))

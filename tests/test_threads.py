@@ -113,3 +113,15 @@ def test_a_bad_threads_variable_is_refused(tmp_path, monkeypatch, value):
     assert res.exit_code == 2, res.output
     assert "ILNRUN_THREADS" in res.output and "Traceback" not in res.output
     assert not (out / "cells.jsonl").exists()
+
+
+@pytest.mark.parametrize("option", ["--threads", "--jobs"])
+@pytest.mark.parametrize("value", ["\uff12", "\u0663", "+2", "1_0", "0", "2.0"])
+def test_a_count_not_in_ascii_digits_is_refused_on_the_command_line(tmp_path, option, value):
+    """``--threads`` and ``--jobs`` read a count as ILNRUN_THREADS does: click's ``IntRange``
+    took '２' (a full-width two), '٣', '+2' and '1_0' through ``int()``."""
+    out = tmp_path / "o"
+    res = invoke(["run", _big_sg_config(tmp_path), "--out", out, option, value, "-q"])
+    assert res.exit_code == 2, res.output
+    assert option in res.output and "ASCII digits" in res.output, res.output
+    assert "Traceback" not in res.output and not out.exists()
