@@ -181,6 +181,8 @@ def run_resolved(
     (:func:`check_run_args`)."""
     from .experiment import run
 
+    if "\x00" in str(out):  # no path may hold one (os.mkdir's ValueError otherwise)
+        raise ArgumentError("out holds a NUL byte, which no path may hold")
     jobs = check_run_args(jobs, backend, scheduler, fresh, quiet, extend=extend)
     from .config.resources import check_run
 
@@ -206,8 +208,10 @@ def run_resolved(
             info = run(cfg, out, backend="dask", **kw)
     else:
         info = run(cfg, out, backend=backend, **kw)
+    # absolute: pandas expands a leading '~' of a path, which would read another directory's
+    # tables than the one written (out='~/x' is the folder '~' in the working directory)
     tables = {
-        name: pd.read_csv(out / f"{name}.csv", low_memory=False)
+        name: pd.read_csv(out.absolute() / f"{name}.csv", low_memory=False)
         for name in ("runs", "summary", "curves")
     }
     return Results(**tables, out_dir=out, config=cfg, info=info)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 ETA_MAX = 1e150  # eta**2 and eta * (a bounded gradient) stay finite below this
+# the range of y below which y's scale squared (the online losses in units of y) stays finite
+LABEL_SPREAD_MAX = 1e150
 
 
 def _has_text(a: Any) -> bool:
@@ -49,10 +51,11 @@ def check_labels(y: np.ndarray) -> None:
     with np.errstate(all="ignore"):
         mean = float(np.mean(y))
         spread = float(np.max(y) - np.min(y)) if len(y) else 0.0
-    if not (math.isfinite(mean) and math.isfinite(spread)):
+    if not (math.isfinite(mean) and math.isfinite(spread)) or spread > LABEL_SPREAD_MAX:
         raise ValueError(
             "y is too large to centre and scale in floating point (its mean or range "
-            "overflows); rescale y (e.g. divide it by its largest absolute value)"
+            "overflows, or the squared losses would); rescale y (e.g. divide it by its "
+            "largest absolute value)"
         )
 
 

@@ -104,6 +104,9 @@ __all__ = [
 ]
 
 KERNEL_BLOCK = 1 << 22  # kernel entries k(x, x_i) formed at once in exact predictions
+# the largest count (budget size, m_test) a pass or a prediction can draw: numba's and numpy's
+# samplers take a C long; a larger one is refused as out of range, not an OverflowError
+MAX_COUNT = int(np.iinfo(np.int64).max)
 
 # The feature map of ``feature_map=None``: the Gaussian (RBF) kernel with the median bandwidth,
 # what a user of kernel methods on tabular data expects (scikit-learn's SVR defaults to an RBF
@@ -117,7 +120,7 @@ OLD_DEFAULT_MAP = "coordinate (the linear kernel x·x'/D)"
 COMMON: dict[str, tuple[Any, list]] = {
     "feature_map": (None, [str, None]),
     "predict_mode": ("exact", [StrOptions({"exact", "estimated"})]),
-    "m_test": (200, [Interval(Integral, 1, None, closed="left")]),
+    "m_test": (200, [Interval(Integral, 1, MAX_COUNT, closed="both")]),
     "average": (False, ["boolean"]),
     "center_y": (True, ["boolean"]),
     "scale_y": (True, ["boolean"]),
@@ -456,6 +459,10 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
     the parameters of the registered feature maps: the same class object for the same spec and
     maps. The first class built for a learner is also this module's attribute of its name
     (``ShrinkingGradientRegressor``, ``ToyAvgRegressor``), which pickle uses."""
+    if isinstance(learner, str) and learner not in LEARNERS:
+        raise ValueError(f"unknown learner {learner!r} (registered: {', '.join(LEARNERS)})")
+    if not isinstance(learner, (str, LearnerSpec)):
+        raise TypeError(f"learner is a name or a LearnerSpec, not {type(learner).__name__}")
     spec = LEARNERS[learner] if isinstance(learner, str) else learner
     key = (spec.name, id(spec), tuple(_map_params()))
     if key in _BUILT:
@@ -467,7 +474,7 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
     constraints.update({n: _constraints(p) for n, p in fmap_params.items()})
     constraints.update({n: c for n, (_, c) in COMMON.items()})
     if spec.budget is not None:
-        constraints[spec.budget.name] = [Interval(Integral, 1, None, closed="left")]
+        constraints[spec.budget.name] = [Interval(Integral, 1, MAX_COUNT, closed="both")]
     earlier = [c for k, c in _BUILT.items() if k[0] == spec.name]
     cls_name = name or (earlier[0].__name__ if earlier else _camel(spec.name))
     cls = type(
@@ -506,8 +513,10 @@ def make_estimator(
     ``one_thread``: the estimator fits and predicts with every native thread pool pinned to one
     thread, as ``ilnrun run`` computes a cell (:func:`ilnrun.numeric_env.one_thread`; not an
     estimator parameter, kept by ``clone``)."""
-    if learner not in LEARNERS:
+    if not isinstance(learner, str) or learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r} (registered: {', '.join(LEARNERS)})")
+    if setting is not None and not isinstance(setting, dict):
+        raise TypeError(f"setting is a mapping of hyperparameters, not {type(setting).__name__}")
     cls = estimator_class(learner)
     kw: dict[str, Any] = {k: v for k, v in (setting or {}).items() if v is not None}
     if isinstance(feature_map, dict):

@@ -127,6 +127,8 @@ def load(results_dir: str | Path) -> LoadedResults:
         curves = _Data.load(d).curves
     except Exception as exc:  # every reader's refusal, whatever its type
         raise LoadError(f"{d} cannot be read as ilnrun results: {_reason(exc)}") from None
+    if "cell_id" not in rd.runs.columns:
+        raise LoadError(f"{d}/runs.csv has no cell_id column: it is not a runs.csv ilnrun wrote")
     exp = _resolve_again(d, rd.cfg)
     return LoadedResults(d, exp, rd.meta, rd.runs, rd.summary, curves)
 
@@ -406,10 +408,10 @@ class LoadedCell:
 
     def estimator(self, **params: Any):
         """The cell's estimator, unfitted (module docstring); ``params`` override estimator
-        parameters (``predict_mode="estimated"``, ...). Its ``fit``, ``partial_fit`` and
-        ``predict`` (hence ``score``) run with every native thread pool pinned to one thread, as
-        ``ilnrun run`` runs a cell (:func:`ilnrun.numeric_env.one_thread`; a ``clone`` keeps
-        it)."""
+        parameters (``predict_mode="estimated"``, ``random_state``, ...). Its ``fit``,
+        ``partial_fit`` and ``predict`` (hence ``score``) run with every native thread pool
+        pinned to one thread, as ``ilnrun run`` runs a cell
+        (:func:`ilnrun.numeric_env.one_thread`; a ``clone`` keeps it)."""
         from .estimators import make_estimator
 
         exp = self.config
@@ -417,6 +419,7 @@ class LoadedCell:
             "center_y": False,
             "scale_y": False,
             "m_test": exp.evaluation.m_test,
+            "random_state": self.seed,
             **params,
         }
         return make_estimator(
@@ -424,7 +427,6 @@ class LoadedCell:
             self.key.hyper,
             exp.feature_map.as_dict(),
             size=self.size,
-            random_state=self.seed,
             one_thread=True,  # fit and predict pin native threads as the command line does
             **kw,
         )

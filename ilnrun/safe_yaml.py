@@ -33,6 +33,7 @@ import json
 import os
 import re
 import reprlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,14 @@ def _load(text: str, strict_numbers: bool = False) -> Any:
             return None
         if strict_numbers:
             _refuse_yaml11_numbers(node)
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except ValueError as exc:  # an integer of more digits than Python converts from text
+            if "integer string conversion" not in str(exc):
+                raise
+            raise YamlLimitError(
+                f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+            ) from None
     finally:
         loader.dispose()
 

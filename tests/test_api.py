@@ -116,3 +116,35 @@ def test_example_file_config_runs_and_matches_the_readme(monkeypatch):
     assert len(res.runs) == 8 + 2 + 8 + 8  # doubly_sgd: one eta x 2 schedules
     assert set(res.runs["T"]) == {40} and set(res.runs["n_test"]) == {"rest"}
     assert res.runs["test_nmse"].notna().all()
+
+
+def test_unusable_paths_are_refused_by_name(tmp_path, monkeypatch):
+    """A config path or an out that the system cannot use (a NUL byte, a name too long, a
+    directory given as the config) is a ConfigError / ArgumentError naming it, not a bare
+    OSError or ValueError."""
+    from ilnrun.api import ArgumentError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="cannot be read: File name too long"):
+        ilnrun.run_experiment("x" * 5000 + ".yaml")
+    with pytest.raises(ConfigError, match="is not a file"):
+        ilnrun.run_experiment(str(tmp_path))
+    with pytest.raises(ArgumentError, match="out holds a NUL byte"):
+        ilnrun.run_experiment(SMALL, out="o\x00ut")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_tables_returned_are_those_written_under_a_tilde(tmp_path, monkeypatch):
+    """``out='~/res'`` is the folder '~' of the working directory (as ``Path`` reads it); the
+    tables returned are read from there, never from the home directory's ``res``."""
+    home = tmp_path / "home"
+    (home / "res").mkdir(parents=True)
+    (home / "res" / "runs.csv").write_text("not,these\n1,2\n")
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = ilnrun.run_experiment(SMALL, out="~/res")
+    assert (work / "~" / "res" / "runs.csv").is_file()
+    assert len(res.runs) == 8 and "cell_id" in res.runs.columns
+    pd.testing.assert_frame_equal(res.runs, pd.read_csv(work / "~" / "res" / "runs.csv"))

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import WORK, WorkExceeded, bounded_work, tiny_config, write_config
+from conftest import WORK, WorkExceeded, bounded_work, invoke, tiny_config, write_config
 
 from ilnrun import cell as cellmod
 from ilnrun import datasets as D
@@ -389,3 +389,14 @@ def test_workers_exit_when_the_parent_is_killed(slow_reference, tmp_path):
         time.sleep(0.2)
     alive = [k for k in kids if _running(k)]
     assert not alive, [Path(f"/proc/{k}/cmdline").read_bytes()[:120] for k in alive]
+
+
+def test_an_integer_of_too_many_digits_is_refused_by_name(tmp_path, config_file):
+    """An integer longer than Python converts from text (4 300 digits) in a config file or a
+    --set value: exit status 2 naming it, not a ValueError traceback."""
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text("name: big\nseed: " + "9" * 5000 + "\n")
+    r = invoke(["validate", cfg])
+    assert r.exit_code == 2 and "digits" in r.output and "Traceback" not in r.output, r.output
+    r = invoke(["validate", config_file, "--set", "seed=" + "9" * 5000])
+    assert r.exit_code == 2 and "digits" in r.output and "Traceback" not in r.output, r.output

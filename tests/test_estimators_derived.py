@@ -296,3 +296,29 @@ def test_estimator_defaults_name_the_learners_parameters():
             problems: list = []
             check_value(params[name], value, f"{spec.name}.{name}", problems)
             assert not problems, problems
+
+
+@pytest.mark.parametrize("cls", [E.ShrinkingGradientRegressor, E.DoublySGDRegressor])
+def test_hostile_sizes_and_labels_are_value_errors(cls):
+    """A budget size or m_test beyond what the samplers draw (a C long), and labels whose
+    squared losses overflow, are refused as ValueError (scikit-learn's convention), not an
+    OverflowError from numba or numpy."""
+    X, y = _data()
+    size = cls._spec.budget.name
+    with pytest.raises(ValueError, match=f"'{size}' parameter"):
+        cls(**{size: 10**30}, feature_map=KERNEL_MAP, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="'m_test' parameter"):
+        cls(m_test=10**30, feature_map=KERNEL_MAP, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="too large to centre and scale"):
+        cls(feature_map=KERNEL_MAP, random_state=0).fit(X, y * 1e300)
+
+
+def test_the_factories_refuse_what_is_not_a_learner_or_a_setting():
+    with pytest.raises(ValueError, match="unknown learner 'no_such_learner'"):
+        E.estimator_class("no_such_learner")
+    with pytest.raises(TypeError, match="not int"):
+        E.estimator_class(3)
+    with pytest.raises(TypeError, match="setting is a mapping of hyperparameters, not list"):
+        E.make_estimator("shrinking_gradient", [("eta", 0.3)])
+    with pytest.raises(ValueError, match="unknown learner"):
+        E.make_estimator(["shrinking_gradient"])

@@ -553,6 +553,44 @@ def test_full_disk_exits_1_with_one_line(reference, tmp_path, monkeypatch, code,
     _exits(res, 1, os.strerror(code))
 
 
+def test_full_disk_with_workers_says_one_line(reference, tmp_path, monkeypatch):
+    """A disk that fills while loky workers still run cells: the run's one line, no joblib
+    warning about the tasks it cancelled (it points into joblib and says nothing more), and
+    the resume equals the uninterrupted run."""
+    import warnings
+
+    from ilnrun.engines import local
+
+    out = _copy(reference, tmp_path)
+    _keep_records(out, 0)
+    real, real_warm_up, armed = os.write, local.warm_up, []
+
+    def warm_up(*a):  # the disk fills once the workers have their cells
+        pending = real_warm_up(*a)
+        armed.append(True)
+        return pending
+
+    def full(fd, data):
+        if armed and len(data) > 200:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(local, "warm_up", warm_up)
+    monkeypatch.setattr(R.os, "write", full)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        res = _resume(reference[0], out, "--jobs", "2")
+    _exits(res, 1, os.strerror(errno.ENOSPC))
+    assert not [w for w in seen if "tasks" in str(w.message)], [str(w.message) for w in seen]
+    monkeypatch.undo()
+    assert _resume(reference[0], out, "--jobs", "2").exit_code == 0
+    drop = ["wall_s", "eval_s"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(out / "runs.csv").drop(columns=drop),
+        pd.read_csv(reference[1] / "runs.csv").drop(columns=drop),
+    )
+
+
 @pytest.mark.parametrize("value", ["abc", "-5", "nan", "inf", "1e400", "0", " "])
 def test_bad_jax_memory_values_are_refused(config_file, tmp_path, monkeypatch, value):
     from ilnrun.engines import jax_runner

@@ -451,3 +451,19 @@ def test_a_plain_session_reproduces_every_cell_of_the_command_line(tmp_path):
     assert min(got["threads"]) >= 2, got["threads"]  # the session really runs 2 BLAS threads
     assert got["cells"] == 3 * 6
     assert got["bad"] == []
+
+
+def test_a_runs_table_without_cell_ids_is_refused(run_dir, tmp_path):
+    d = _copy(run_dir, tmp_path)
+    runs = d / "runs.csv"
+    runs.write_text(runs.read_text().replace("cell_id", "cellid", 1))
+    with pytest.raises(LoadError, match="no cell_id column"):
+        ilnrun.load(d)
+
+
+def test_the_estimator_of_a_cell_takes_another_seed(loaded):
+    """``estimator(random_state=...)`` overrides the cell's seed like any other parameter."""
+    c = loaded.cell(loaded.runs.cell_id[0])
+    est = c.estimator(random_state=3)
+    assert est.random_state == 3
+    assert isinstance(c.estimator().random_state, np.random.SeedSequence)

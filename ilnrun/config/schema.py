@@ -9,6 +9,7 @@ The keys of learners, feature maps and datasets come from their specs (:data:`LE
 from __future__ import annotations
 
 import itertools
+import os
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,8 +134,15 @@ def load_yaml(path: str | Path) -> Any:
     """Read a YAML file within the bounds of :mod:`ilnrun.safe_yaml` (size, nesting, aliases);
     every failure becomes a ConfigError naming the file, never echoing its content."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError([("", f"config file {show(str(p), 300)} does not exist")])
+    try:
+        found = p.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else "it holds a NUL byte"
+        shown = show(str(p), 300)
+        raise ConfigError([("", f"config file {shown} cannot be read: {why}")]) from None
+    if not found:
+        what = "is not a file" if os.path.exists(p) else "does not exist"
+        raise ConfigError([("", f"config file {show(str(p), 300)} {what}")])
     try:
         doc = load_bounded(p)
     except YamlLimitError as exc:

@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 from ..cell import forget_instances, run_cell
 from ..config import Cell, Experiment
@@ -56,6 +57,9 @@ __all__ = [
 # training rounds (summed over a task's cells) above which a task is not made longer: figure1's
 # cells (T = 200) go 32 to a task (~0.1-0.4 s of work), cells of T >= 3 200 one to a task
 CHUNK_ROUNDS = 6400
+# joblib's warning when a run's generator of results is closed with tasks done but not read or
+# still in flight ("4 tasks which were still being processed by the workers have been cancelled")
+CANCELLED_WARNING = r"\d+ tasks (have been successfully executed|which were still being processed)"
 
 
 class Progress:
@@ -236,6 +240,15 @@ def execute_local(
         joblib_temp_folder() as tmp,
         parallel_config(backend=backend, n_jobs=jobs, temp_folder=tmp, **limits),
     ):
-        for recs in Parallel(return_as="generator_unordered")(tasks):
-            for rec in recs:
-                on_record(rec)
+        results = Parallel(return_as="generator_unordered")(tasks)
+        try:
+            for recs in results:
+                for rec in recs:
+                    on_record(rec)
+        finally:
+            # a run that ends early (a stop, a full disk) cancels the cells in flight: joblib's
+            # warning that it did says nothing the run's own message does not, and points into
+            # joblib
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", CANCELLED_WARNING, UserWarning)
+                results.close()
