@@ -45,6 +45,7 @@ from .results import (
     FIGURES,
     MANIFEST,
     REPORT,
+    VALUES_KEY,
     CellLog,
     ManifestError,
     Written,
@@ -625,6 +626,17 @@ def rerun_timed_out(done: dict[str, dict], limit: float | None, before: float | 
     return late
 
 
+def _digest_cases(log: CellLog) -> str:
+    """Why the ``altered`` records were skipped, by case: their ``values_sha256`` is missing
+    (where the manifest does not vouch for them) or does not match their values."""
+    unsigned, mismatched = log.unsigned, log.altered - log.unsigned
+    if not unsigned:
+        return f"their {VALUES_KEY} does not match their values"
+    if not mismatched:
+        return f"their {VALUES_KEY} is missing"
+    return f"{VALUES_KEY} missing in {unsigned}, not matching the values in {mismatched}"
+
+
 def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before: object) -> None:
     """What reading the cell log found, on stderr (said even with ``-q``: they concern what the
     tables hold): corrupt lines, records whose values changed and records of another config
@@ -639,7 +651,7 @@ def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before
     if log.altered:
         print(
             f"warning: skipped {log.altered} record(s) in {where} whose values changed since "
-            "they were written (their values_sha256 does not match); their cells run again",
+            f"they were written ({_digest_cases(log)}); their cells run again",
             file=sys.stderr,
         )
     if log.ignored:
