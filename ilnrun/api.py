@@ -13,7 +13,8 @@ from __future__ import annotations
 import numbers
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def run_experiment(
     :class:`~ilnrun.overrides.OverrideError` for a malformed override (``overrides`` must be a
     list or tuple of strings), :class:`ArgumentError` for an unusable argument (``jobs`` above
     the CPUs present is capped, with a note) and :class:`~ilnrun.experiment.RunDirError` for an
-    unusable directory.
+    unusable directory; an operating-system failure while writing (full disk, read-only
+    directory) raises :class:`OSError` whose ``filename`` is the file, else the directory.
     """
     check_run_args(jobs, backend, scheduler, fresh, quiet, note=False, extend=extend)
     if out is not None and (not isinstance(out, (str, Path)) or not str(out).strip()):
@@ -162,6 +164,19 @@ def run_experiment(
         res = run_resolved(cfg, Path(tmp), **kw)
     res.out_dir = None
     return res
+
+
+@contextmanager
+def _naming(out: Path) -> Iterator[None]:
+    """An operating-system failure that names no file (a full disk while writing the log)
+    raised again, of the same type, naming the results directory ``out``: the caller learns
+    where (the command line's one line names it the same way)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None or exc.strerror is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(out)) from exc
 
 
 def run_resolved(
@@ -201,13 +216,14 @@ def run_resolved(
         extend=extend,
         one_at_a_time=alone,
     )
-    if backend == "dask":
-        from .distributed import dask_client
+    with _naming(out):
+        if backend == "dask":
+            from .distributed import dask_client
 
-        with dask_client(scheduler, jobs):
-            info = run(cfg, out, backend="dask", **kw)
-    else:
-        info = run(cfg, out, backend=backend, **kw)
+            with dask_client(scheduler, jobs):
+                info = run(cfg, out, backend="dask", **kw)
+        else:
+            info = run(cfg, out, backend=backend, **kw)
     # absolute: pandas expands a leading '~' of a path, which would read another directory's
     # tables than the one written (out='~/x' is the folder '~' in the working directory)
     tables = {

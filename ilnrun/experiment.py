@@ -45,6 +45,7 @@ from .results import (
     FIGURES,
     MANIFEST,
     REPORT,
+    VALUES_KEY,
     CellLog,
     ManifestError,
     Written,
@@ -430,7 +431,7 @@ def _run_locked(
     late = rerun_timed_out(done, cfg.limits.cell_timeout_s, stored_timeout(stored or {}))
     for cell_id in late:
         del done[cell_id]
-    log_notes(log, len(late), cfg.limits.cell_timeout_s, previous.get("cells_left_out"))
+    log_notes(log, len(late), cfg.limits.cell_timeout_s, previous)
     pending = [c for c in all_cells if c.id not in done]
     start = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     env = numeric_env.collect()
@@ -448,6 +449,7 @@ def _run_locked(
         "cells": len(all_cells),
         "cells_resumed": len(done),
         "cells_left_out": log.left_out,
+        "corrupt_lines": log.corrupt,
         "jobs": jobs,
         "threads_per_cell": threads_per_cell(),
         "backend": backend,
@@ -625,13 +627,30 @@ def rerun_timed_out(done: dict[str, dict], limit: float | None, before: float | 
     return late
 
 
-def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before: object) -> None:
+def _count(recorded: object) -> int:
+    """A count recorded in an earlier ``meta.json`` (0 where absent or not an integer)."""
+    return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else 0
+
+
+def _digest_cases(log: CellLog) -> str:
+    """Why the ``altered`` records were skipped, by case: their ``values_sha256`` is missing
+    (where the manifest does not vouch for them) or does not match their values."""
+    unsigned, mismatched = log.unsigned, log.altered - log.unsigned
+    if not unsigned:
+        return f"their {VALUES_KEY} does not match their values"
+    if not mismatched:
+        return f"their {VALUES_KEY} is missing"
+    return f"{VALUES_KEY} missing in {unsigned}, not matching the values in {mismatched}"
+
+
+def log_notes(log: CellLog, timed_out: int, limit: float | None, previous: Mapping) -> None:
     """What reading the cell log found, on stderr (said even with ``-q``: they concern what the
-    tables hold): corrupt lines, records whose values changed and records of another config
-    (their cells run again), cells that timed out under a lower limit (they run again), and —
-    only when their number changed since the last run — the cells the config no longer has."""
+    tables hold): records whose values changed and records of another config (their cells run
+    again), cells that timed out under a lower limit (they run again), and — only when their
+    number changed since the last run (``previous``, its ``meta.json``), since they stay in the
+    log — corrupt lines and the cells the config no longer has."""
     where = log.path
-    if log.corrupt:
+    if log.corrupt and log.corrupt != _count(previous.get("corrupt_lines")):
         print(
             f"warning: skipped {log.corrupt} corrupt line(s) in {where}; their cells run again",
             file=sys.stderr,
@@ -639,7 +658,7 @@ def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before
     if log.altered:
         print(
             f"warning: skipped {log.altered} record(s) in {where} whose values changed since "
-            "they were written (their values_sha256 does not match); their cells run again",
+            f"they were written ({_digest_cases(log)}); their cells run again",
             file=sys.stderr,
         )
     if log.ignored:
@@ -655,8 +674,7 @@ def log_notes(log: CellLog, timed_out: int, limit: float | None, left_out_before
             f"again under {now}; their earlier records stay in {where}, out of the tables",
             file=sys.stderr,
         )
-    before = left_out_before if isinstance(left_out_before, int) else 0
-    if log.left_out and log.left_out != before:
+    if log.left_out and log.left_out != _count(previous.get("cells_left_out")):
         print(
             f"note: {log.left_out} cell(s) recorded in {where} are not cells of the config (grid "
             "points, repetitions or axis values it no longer has): left out of the tables, kept "

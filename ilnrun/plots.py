@@ -199,7 +199,8 @@ class _Data:
         if s.empty:
             return f"{self.name}: {what} (nothing selected: every setting diverged)"
         parts = [f"T={_span(s['T'])}"] if "T" in s.columns else []
-        parts.append(f"n={_span(s['n'])} repetitions")
+        n = _span(s["n"])
+        parts.append(f"n={n} repetition{'' if n == '1' else 's'}")
         return f"{self.name}: {what} ({', '.join(parts)})"
 
 

@@ -309,13 +309,17 @@ class CellLog:
     counts concern records whose cell has no record that is kept, so a record superseded by a
     later one of the same cell (its cell ran again) is counted once, not on every resume:
     ``altered`` the records whose values no longer match their value digest
-    (:func:`values_verify`), ``ignored`` the records of another config (their digest differs
-    from the cell's), and ``left_out`` the cells that are not cells of the config."""
+    (:func:`values_verify`) or that lack one where the manifest does not vouch for them (of
+    which ``unsigned``; ``altered_ids`` names their cells), ``ignored`` the records of another
+    config (their digest differs from the cell's), and ``left_out`` the cells that are not
+    cells of the config."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / CELL_LOG
         self.corrupt = 0
         self.altered = 0
+        self.unsigned = 0
+        self.altered_ids: set[str] = set()
         self.ignored = 0
         self.left_out = 0
 
@@ -330,8 +334,9 @@ class CellLog:
         records whose id is a key and whose ``digest`` matches are returned; the others are
         counted in ``ignored`` (another digest) or ``left_out`` (another id)."""
         out: dict[str, dict] = {}
-        self.corrupt = self.altered = self.ignored = self.left_out = 0
-        altered: list[str] = []
+        self.corrupt = self.altered = self.unsigned = self.ignored = self.left_out = 0
+        self.altered_ids = set()
+        altered: list[tuple[str, bool]] = []  # (cell id, whether the record lacks a digest)
         ignored: list[str] = []
         left_out: set[str] = set()
         if not os.path.lexists(self.path):
@@ -362,12 +367,14 @@ class CellLog:
                 elif digests is not None and rec["id"] not in digests:
                     left_out.add(rec["id"])
                 elif not values_verify(rec) or (VALUES_KEY not in rec and end > vouched):
-                    altered.append(rec["id"])
+                    altered.append((rec["id"], VALUES_KEY not in rec))
                 elif digests is not None and digests[rec["id"]] != rec.get("digest"):
                     ignored.append(rec["id"])
                 else:
                     out[rec["id"]] = rec
-        self.altered = sum(1 for i in altered if i not in out)
+        skipped = [unsigned for i, unsigned in altered if i not in out]
+        self.altered, self.unsigned = len(skipped), sum(skipped)
+        self.altered_ids = {i for i, _ in altered if i not in out}
         self.ignored = sum(1 for i in ignored if i not in out)
         self.left_out = len(left_out)
         if repair and end < os.path.getsize(self.path):

@@ -234,6 +234,12 @@ class LoadedResults:
             mine = log.read(digests={cell_id: C.record_digest(self.config, cell)})
         except OSError as exc:
             raise LoadError(f"{log.path} cannot be read: {_reason(exc)}") from None
+        if cell_id in log.altered_ids:
+            raise LoadError(
+                f"the record of cell {cell_id!r} in {log.path} was skipped: its values changed "
+                "since it was written (its values_sha256 is missing or does not match); "
+                "resuming the run with `ilnrun run` computes the cell again"
+            )
         if cell_id not in mine:
             raise LoadError(
                 f"{log.path} holds no record of cell {cell_id!r} with the digest this config "

@@ -148,3 +148,21 @@ def test_the_tables_returned_are_those_written_under_a_tilde(tmp_path, monkeypat
     assert (work / "~" / "res" / "runs.csv").is_file()
     assert len(res.runs) == 8 and "cell_id" in res.runs.columns
     pd.testing.assert_frame_equal(res.runs, pd.read_csv(work / "~" / "res" / "runs.csv"))
+
+
+def test_a_full_disk_names_the_results_directory(tmp_path, monkeypatch):
+    """A write that fails without a file name (a full disk while appending to the log) raises
+    an OSError of the same errno naming the results directory, as the command line's line."""
+    import errno
+    import os
+
+    from ilnrun import results as R
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(R.os, "write", full)
+    out = tmp_path / "res"
+    with pytest.raises(OSError) as caught:
+        ilnrun.run_experiment(SMALL, out=out)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(out)

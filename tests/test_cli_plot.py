@@ -334,3 +334,5 @@ def test_one_repetition_figures_promise_no_interval(tmp_path: Path, monkeypatch)
         shown = " ".join(" ".join(t) for t in texts.values())
         assert ("95%" in shown) == (reps == 2), shown
         assert ("one repetition" in shown) == (reps == 1), shown
+        words = " ".join(shown.split())  # (a long title is wrapped)
+        assert ("n=1 repetition)" if reps == 1 else "n=2 repetitions)") in words, words

@@ -243,6 +243,14 @@ def test_corrupt_lines_anywhere_are_skipped_and_their_cells_rerun(reference, tmp
     assert "Traceback" not in res.output + res.stderr
     assert f"skipped {len(garbage)} corrupt line(s)" in res.stderr
     _assert_same_tables(ref, out)
+    res = _run(
+        cfg_path, out
+    )  # the lines stay in the log: said again only when their number changes
+    assert res.exit_code == 0 and "corrupt" not in res.stderr, res.stderr
+    with open(out / "cells.jsonl", "ab") as fh:
+        fh.write(garbage[0])
+    res = _run(cfg_path, out)
+    assert f"skipped {len(garbage) + 1} corrupt line(s)" in res.stderr, res.stderr
 
 
 def test_every_record_carries_its_digest(reference):

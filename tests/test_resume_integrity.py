@@ -156,6 +156,19 @@ def test_every_record_written_carries_a_value_digest_that_verifies(reference):
     assert all(isinstance(r[R.VALUES_KEY], str) and R.values_verify(r) for r in recs)
 
 
+def test_the_warning_names_missing_and_mismatched_digests_apart(reference, tmp_path):
+    """One record edited (its digest no longer matches), one edited and stripped of it."""
+    cfg_path, _ = reference
+    out = _copy(reference, tmp_path)
+    recs = _records(out)
+    recs[1]["row"]["test_loss"] *= 1.001
+    recs[2] = _stripped_and_changed(recs, 2)
+    _write_records(out, recs)
+    text = _ok(_run(cfg_path, out))
+    assert "skipped 2 record(s)" in text, text
+    assert "values_sha256 missing in 1, not matching the values in 1" in text, text
+
+
 def test_a_record_whose_values_changed_is_skipped_and_its_cell_rerun(reference, tmp_path):
     cfg_path, ref = reference
     out = _copy(reference, tmp_path)
@@ -165,6 +178,7 @@ def test_a_record_whose_values_changed_is_skipped_and_its_cell_rerun(reference, 
     _write_records(out, recs)
     text = _ok(_run(cfg_path, out))
     assert "skipped 1 record(s)" in text and "values changed" in text, text
+    assert "values_sha256 does not match" in text and "missing" not in text, text
     assert _meta(out)["cells_resumed"] == CELLS - 1
     pd.testing.assert_frame_equal(_tables(out), _tables(ref))  # the rerun cell's true numbers
     assert "values changed" not in _ok(_run(cfg_path, out))  # said once: superseded since
@@ -213,6 +227,7 @@ def test_a_record_stripped_of_its_value_digest_is_never_read(reference, tmp_path
     text = _ok(_run(cfg_path, out))
     if how != "appended":  # (an appended edit is not counted: its cell keeps a record)
         assert "values changed" in text, text
+        assert "values_sha256 is missing" in text and "does not match" not in text, text
     for _ in range(2):
         pd.testing.assert_frame_equal(_tables(out), _tables(ref))
         _ok(_run(cfg_path, out))

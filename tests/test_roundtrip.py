@@ -14,6 +14,7 @@ import pytest
 from conftest import invoke, tiny_config, write_config
 
 import ilnrun
+from ilnrun import results as R
 from ilnrun.learners import LEARNERS
 from ilnrun.roundtrip import LoadError
 
@@ -203,9 +204,24 @@ def test_refuses_a_cell_whose_record_belongs_to_another_config(run_dir, tmp_path
     lines = (d / "cells.jsonl").read_text().splitlines()
     rec = json.loads(lines[0])
     rec["digest"] = "0" * 64
+    rec[R.VALUES_KEY] = R.values_digest(rec)  # a whole record, of another config
     (d / "cells.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
     res = ilnrun.load(d)
     with pytest.raises(LoadError, match="no record of cell .* with the digest"):
+        res.cell(rec["id"])
+    res.cell(json.loads(lines[1])["id"])  # the others still load
+
+
+def test_refuses_a_cell_whose_record_values_changed(run_dir, tmp_path):
+    """A record edited after it was written is skipped, and the refusal says so (not that the
+    record belongs to another config)."""
+    d = _copy(run_dir, tmp_path)
+    lines = (d / "cells.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["row"]["test_loss"] *= 1.001
+    (d / "cells.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
+    res = ilnrun.load(d)
+    with pytest.raises(LoadError, match="was skipped: its values changed since it was written"):
         res.cell(rec["id"])
     res.cell(json.loads(lines[1])["id"])  # the others still load
 
