@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,21 @@ def invoke(args: list) -> object:
     from ilnrun.cli import main
 
     return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def refused(res, *words: str) -> str:
+    """A command refused as a user's mistake: exit status 2, no traceback, and each of
+    ``words`` in what it printed (click's ``output`` holds stdout and stderr). Returns that."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    for w in words:
+        assert w in res.output, (w, res.output)
+    return res.output
+
+
+def read_meta(out: Path) -> dict:
+    """``meta.json`` of the results directory ``out``."""
+    return json.loads((Path(out) / "meta.json").read_text())
 
 
 @pytest.fixture(scope="session")

@@ -6,14 +6,13 @@ byte of it is read (then it is hashed in chunks)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import invoke, tiny_config, write_config
+from conftest import invoke, read_meta, refused, tiny_config, write_config
 from openml_cache import openml_cache_put
 
 from ilnrun import config as C
@@ -28,17 +27,6 @@ def _config(dataset: dict) -> dict:
     cfg["dataset"] = dataset
     cfg["methods"] = METHODS
     return cfg
-
-
-def _refused(res, *words: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    for w in words:
-        assert w in res.output, (w, res.output)
-
-
-def _meta(out: Path) -> dict:
-    return json.loads((out / "meta.json").read_text())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -63,11 +51,11 @@ def test_a_changed_plotnine_table_is_refused_on_resume_naming_the_key(tmp_path, 
     changed = shipped.mpg.copy()
     changed.loc[changed.index[:12], "hwy"] += 1  # 12 labels differ, same shape
     monkeypatch.setattr(shipped, "mpg", changed)
-    _refused(invoke(["run", path, "--out", out, "-q"]), "inputs.plotnine:mpg.sha256", "--fresh")
+    refused(invoke(["run", path, "--out", out, "-q"]), "inputs.plotnine:mpg.sha256", "--fresh")
     monkeypatch.undo()  # the shipped table again: the same config
     res = invoke(["run", path, "--out", out, "-q", "--jobs", "1"])
     assert res.exit_code == 0, res.output
-    assert _meta(out)["cells_resumed"] == _meta(out)["cells"]
+    assert read_meta(out)["cells_resumed"] == read_meta(out)["cells"]
 
 
 def test_results_without_a_table_hash_resume_and_record_it(tmp_path):
@@ -81,7 +69,7 @@ def test_results_without_a_table_hash_resume_and_record_it(tmp_path):
     (out / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     res = invoke(["run", path, "--out", out, "-q", "--jobs", "1"])
     assert res.exit_code == 0, res.output
-    assert _meta(out)["cells_resumed"] == _meta(out)["cells"]
+    assert read_meta(out)["cells_resumed"] == read_meta(out)["cells"]
     assert yaml.safe_load((out / "config.yaml").read_text())["inputs"] == inputs
     res = invoke(["report", out, "--out", tmp_path / "report"])
     assert res.exit_code == 0, res.output
@@ -105,7 +93,7 @@ def test_a_changed_openml_cache_is_refused_on_resume_naming_the_key(tmp_path):
     path, out = write_config(tmp_path / "c.yaml", _config(ds)), tmp_path / "results"
     assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
     _openml(home, shift=0.5)  # the same name and version, other labels
-    _refused(invoke(["run", path, "--out", out, "-q"]), "inputs.openml:ilnrun-toy@1.sha256")
+    refused(invoke(["run", path, "--out", out, "-q"]), "inputs.openml:ilnrun-toy@1.sha256")
 
 
 def test_extend_refuses_data_changed_under_the_same_name(tmp_path):
@@ -124,23 +112,29 @@ def test_extend_refuses_data_changed_under_the_same_name(tmp_path):
     log = (out / "cells.jsonl").read_bytes()
     for config, extra in ((more, ["--extend"]), (path, [])):
         res = invoke(["run", config, "--out", out, "-q", "--jobs", "1", *extra])
-        _refused(res, "inputs.openml:ilnrun-toy@1.sha256", "--fresh")
+        refused(res, "inputs.openml:ilnrun-toy@1.sha256", "--fresh")
         assert "Use --extend" not in res.output
     assert (out / "cells.jsonl").read_bytes() == log
     res = invoke(["run", more, "--out", out, "-q", "--jobs", "1", "--fresh"])
     assert res.exit_code == 0, res.output
-    assert _meta(out)["cells_resumed"] == 0 and _meta(out)["cells"] == 4
+    assert read_meta(out)["cells_resumed"] == 0 and read_meta(out)["cells"] == 4
 
 
-def test_extend_refuses_a_data_file_changed_in_place(tmp_path):
+def _run_then_change_the_data(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A finished run of a ``file`` config whose CSV is then rewritten in place with other
+    values: ``(config path, results directory, the CSV's resolved path)``."""
     _csv(tmp_path / "t.csv")
     path, out = _file_config(tmp_path, "t.csv"), tmp_path / "results"
     assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
     _csv(tmp_path / "t.csv", seed=1)
-    where = str((tmp_path / "t.csv").resolve())
+    return path, out, str((tmp_path / "t.csv").resolve())
+
+
+def test_extend_refuses_a_data_file_changed_in_place(tmp_path):
+    path, out, where = _run_then_change_the_data(tmp_path)
     cfg = yaml.safe_load(path.read_text())
     more = write_config(tmp_path / "more.yaml", {**cfg, "repetitions": 2})
-    _refused(invoke(["run", more, "--out", out, "-q", "--extend"]), f"inputs.{where}.sha256")
+    refused(invoke(["run", more, "--out", out, "-q", "--extend"]), f"inputs.{where}.sha256")
 
 
 def test_table_identity_is_the_content():
@@ -186,13 +180,13 @@ def test_a_data_file_moved_or_renamed_with_the_same_bytes_resumes_every_cell(tmp
     assert [c.id for c in C.cells(C.load(path))] == ids
     res = invoke(["run", path, "--out", out, "-q", "--jobs", "1"])
     assert res.exit_code == 0, res.output
-    meta = _meta(out)
+    meta = read_meta(out)
     assert meta["cells_resumed"] == meta["cells"] == len(ids), res.output
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["dataset"]["path"].endswith("renamed.csv")  # the record names the new place
     # the same name with other bytes is still a changed config
     _csv(tmp_path / "new" / "renamed.csv", seed=1)
-    _refused(invoke(["run", path, "--out", out, "-q"]), "sha256", "--fresh")
+    refused(invoke(["run", path, "--out", out, "-q"]), "sha256", "--fresh")
 
 
 def _no_reading(monkeypatch, path: Path) -> None:
@@ -219,14 +213,14 @@ def test_a_huge_data_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
         f.truncate(8 << 30)
     _no_reading(monkeypatch, big.resolve())
     res = invoke(["validate", _file_config(tmp_path, "big.csv")])
-    _refused(res, "dataset.path", "8,589,934,592 bytes", f"{reader.MAX_TABLE_BYTES:,}")
+    refused(res, "dataset.path", "8,589,934,592 bytes", f"{reader.MAX_TABLE_BYTES:,}")
 
 
 def test_a_file_of_another_type_is_refused_before_it_is_read(tmp_path, monkeypatch):
     data = tmp_path / "t.txt"
     _csv(data)
     _no_reading(monkeypatch, data.resolve())
-    _refused(invoke(["validate", _file_config(tmp_path, "t.txt")]), "dataset.path", ".csv")
+    refused(invoke(["validate", _file_config(tmp_path, "t.txt")]), "dataset.path", ".csv")
 
 
 def test_the_file_hash_is_read_in_chunks(tmp_path, monkeypatch):
@@ -264,9 +258,5 @@ def test_the_file_hash_is_read_in_chunks(tmp_path, monkeypatch):
 
 
 def test_a_changed_data_file_is_refused_naming_its_path(tmp_path):
-    _csv(tmp_path / "t.csv")
-    path, out = _file_config(tmp_path, "t.csv"), tmp_path / "results"
-    assert invoke(["run", path, "--out", out, "-q", "--jobs", "1"]).exit_code == 0
-    _csv(tmp_path / "t.csv", seed=1)
-    where = str((tmp_path / "t.csv").resolve())
-    _refused(invoke(["run", path, "--out", out, "-q"]), f"inputs.{where}.sha256")
+    path, out, where = _run_then_change_the_data(tmp_path)
+    refused(invoke(["run", path, "--out", out, "-q"]), f"inputs.{where}.sha256")

@@ -7,16 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from conftest import WORK, bounded_work, invoke, tiny_config, write_config
+from conftest import WORK, bounded_work, invoke, refused, tiny_config, write_config
 
 from ilnrun import config as C
-
-
-def _refused(res, *words: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    for w in words:
-        assert w in res.output, (w, res.output)
 
 
 @pytest.mark.parametrize(
@@ -28,7 +21,7 @@ def test_unusable_names_exit_2(tmp_path, name):
     path = write_config(tmp_path / "c.yaml", tiny_config(name=name))
     for cmd in ("validate", "run"):
         res = invoke([cmd, path, *(["--out", tmp_path / "o"] if cmd == "run" else [])])
-        _refused(res, "name:")
+        refused(res, "name:")
         assert "\x1b" not in res.output and "\x00" not in res.output
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
@@ -37,7 +30,7 @@ def test_huge_values_are_never_echoed_in_full(tmp_path):
     cfg = tiny_config(**{"methods.fixed_random.eta": "x" * 100_000})
     cfg["unknown_" + "k" * 5000] = 1
     res = invoke(["validate", write_config(tmp_path / "c.yaml", cfg)])
-    _refused(res, "methods.fixed_random.eta")
+    refused(res, "methods.fixed_random.eta")
     assert len(res.output) < 2000
 
 
@@ -68,13 +61,13 @@ def test_what_cannot_run_here_is_refused_before_any_work(tmp_path, change, knob)
     path = write_config(tmp_path / "c.yaml", tiny_config(**change))
     with bounded_work(WORK):
         res = invoke(["run", path, "--out", tmp_path / "o"])
-    _refused(res, knob)
+    refused(res, knob)
     assert not (tmp_path / "o" / "cells.jsonl").exists()
 
 
 def test_limits_are_knobs(tmp_path):
     small = tiny_config(**{"limits": {"max_cells": 10}})
-    _refused(invoke(["validate", write_config(tmp_path / "a.yaml", small)]), "limits.max_cells")
+    refused(invoke(["validate", write_config(tmp_path / "a.yaml", small)]), "limits.max_cells")
     ok = tiny_config(**{"limits": {"max_cells": 10_000, "max_memory_gb": 1.0}})
     res = invoke(["validate", write_config(tmp_path / "b.yaml", ok)])
     assert res.exit_code == 0, res.output
@@ -118,7 +111,7 @@ def test_a_changed_data_file_is_a_changed_config(tmp_path):
     assert invoke(["run", path, "--out", out, "-q"]).exit_code == 0
     _table(data, seed=1)  # same shape, other numbers
     assert [c.id for c in C.cells(C.load(path))] != first  # cells identified by content
-    _refused(invoke(["run", path, "--out", out, "-q"]), "inputs.", "sha256", "--fresh")
+    refused(invoke(["run", path, "--out", out, "-q"]), "inputs.", "sha256", "--fresh")
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert list(saved["inputs"].values())[0]["sha256"] != C.load(path)["inputs"]
 
@@ -146,4 +139,4 @@ def test_data_that_make_the_feature_map_degenerate_exit_2(tmp_path, sigma):
     cfg["feature_map"] = {"kind": "fourier", "sigma": sigma}
     cfg["methods"] = {"fixed_random": {"eta": 0.3}}
     path = write_config(tmp_path / "c.yaml", cfg)
-    _refused(invoke(["run", path, "--out", tmp_path / "o", "-q"]), "feature_map", "bandwidth")
+    refused(invoke(["run", path, "--out", tmp_path / "o", "-q"]), "feature_map", "bandwidth")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_CELLS, invoke, tiny_config, write_config
+from conftest import TINY_CELLS, invoke, read_meta, tiny_config, write_config
 
 from ilnrun import numeric_env
 from ilnrun.report.sections.header import environments
@@ -26,13 +26,9 @@ def run(tmp_path) -> tuple[Path, Path]:
     return path, out
 
 
-def _meta(out: Path) -> dict:
-    return json.loads((out / "meta.json").read_text())
-
-
 def test_meta_records_the_numeric_environment(run):
     _, out = run
-    meta = _meta(out)
+    meta = read_meta(out)
     env = meta["numeric_environment"]
     assert env == numeric_env.collect()  # what this process sees: the same machine and stack
     assert isinstance(env["cpu"], str) and env["cpu"]
@@ -54,7 +50,7 @@ def test_meta_records_the_numeric_environment(run):
 def _fake_older_environment(out: Path, drop: int) -> dict:
     """Make the directory's finished cells look computed on another machine (CPU, BLAS kernel,
     numba, SIMD), and forget the last ``drop`` of them so that a resume computes them here."""
-    meta = _meta(out)
+    meta = read_meta(out)
     old = copy.deepcopy(meta["numeric_environment"])
     old["cpu"] = "Old CPU 3000"
     for lib in old["blas"]:
@@ -86,7 +82,7 @@ def test_a_resume_under_another_environment_says_so(run):
     assert f"blas[numpy].architecture: Katmai -> {numpy_arch}" in note
     assert f"versions.numba: 0.60.0 -> {now['versions']['numba']}" in note
     assert "numpy_simd.found: +" in note
-    meta = _meta(out)
+    meta = read_meta(out)
     assert meta["numeric_environment"] == now
     assert [(e["cells_done_before"], e["environment"]) for e in meta["numeric_environments"]] == [
         (0, old),
@@ -104,7 +100,7 @@ def test_a_resume_under_another_environment_says_so(run):
     # resumed again under this environment: nothing more to say, nothing added
     r = invoke(["run", path, "--out", out, "-q"])
     assert r.exit_code == 0 and "numeric environment" not in r.stderr
-    assert len(_meta(out)["numeric_environments"]) == 2
+    assert len(read_meta(out)["numeric_environments"]) == 2
 
 
 def test_a_finished_directory_resumed_elsewhere_computed_its_cells_under_one(run):
@@ -114,14 +110,14 @@ def test_a_finished_directory_resumed_elsewhere_computed_its_cells_under_one(run
     _fake_older_environment(out, drop=0)
     r = invoke(["run", path, "--out", out, "-q"])
     assert r.exit_code == 0 and "numeric environment changed" in r.stderr
-    assert environments(_meta(out), TINY_CELLS) == []
+    assert environments(read_meta(out), TINY_CELLS) == []
 
 
 def test_a_directory_of_an_earlier_ilnrun(run):
     """meta.json without an environment (written before it was recorded): the finished cells'
     environment is not recorded, which the note and the report say."""
     path, out = run
-    meta = _meta(out)
+    meta = read_meta(out)
     del meta["numeric_environment"], meta["numeric_environments"]
     (out / "meta.json").write_text(json.dumps(meta))
     lines = (out / "cells.jsonl").read_text().splitlines(keepends=True)
@@ -130,9 +126,9 @@ def test_a_directory_of_an_earlier_ilnrun(run):
     assert r.exit_code == 0, r.output
     assert "numeric environment changed since the finished cells" in r.stderr
     assert "not recorded -> CPU " in r.stderr
-    history = _meta(out)["numeric_environments"]
+    history = read_meta(out)["numeric_environments"]
     assert [e["environment"] is None for e in history] == [True, False]
-    assert "not recorded (an earlier ilnrun)" in " ".join(environments(_meta(out), TINY_CELLS))
+    assert "not recorded (an earlier ilnrun)" in " ".join(environments(read_meta(out), TINY_CELLS))
 
 
 def test_changes_name_every_difference():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import invoke, tiny_config, write_config
+from conftest import invoke, read_meta, refused, tiny_config, write_config
 
 from ilnrun import results as R
 
@@ -37,17 +37,6 @@ def _ok(res) -> str:
     assert res.exit_code == 0, res.output
     assert "Traceback" not in res.output
     return res.output
-
-
-def _refused(res, *words: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    for w in words:
-        assert w in res.output, (w, res.output)
-
-
-def _meta(out: Path) -> dict:
-    return json.loads((out / "meta.json").read_text())
 
 
 def _records(out: Path) -> list[dict]:
@@ -91,12 +80,12 @@ def test_extend_reruns_cells_timed_out_under_a_lower_limit(tmp_path):
     _ok(_run(limited, out))
     assert pd.read_csv(out / "runs.csv")["timed_out"].all()
     again = _ok(_run(limited, out))
-    assert "timed out" not in again and _meta(out)["cells_resumed"] == CELLS
+    assert "timed out" not in again and read_meta(out)["cells_resumed"] == CELLS
     free = write_config(tmp_path / "free.yaml", _config())
-    _refused(_run(free, out), "--extend")  # the limit is part of the config
+    refused(_run(free, out), "--extend")  # the limit is part of the config
     text = _ok(_run(free, out, "--extend"))
     assert f"{CELLS} cell(s) that timed out under a lower limits.cell_timeout_s run again" in text
-    assert _meta(out)["cells_resumed"] == 0
+    assert read_meta(out)["cells_resumed"] == 0
     assert not pd.read_csv(out / "runs.csv")["timed_out"].any()
     fresh = tmp_path / "fresh"
     _ok(_run(free, fresh))
@@ -118,7 +107,7 @@ def test_a_timed_out_record_without_its_limit_uses_the_stored_config(tmp_path):
     _write_records(out, old)
     R.write_manifest(out, R.read_manifest(out))  # names only, as that ilnrun wrote it
     _ok(_run(limited, out))
-    assert _meta(out)["cells_resumed"] == CELLS  # the same limit: kept
+    assert read_meta(out)["cells_resumed"] == CELLS  # the same limit: kept
     higher = write_config(tmp_path / "higher.yaml", _config(limits={"cell_timeout_s": 1e6}))
     text = _ok(_run(higher, out, "--extend"))
     assert f"{CELLS} cell(s) that timed out" in text
@@ -140,7 +129,7 @@ def test_extend_names_dropped_cells_once_and_says_what_happens(reference, tmp_pa
     assert "another config" not in text and "run again" not in text
     assert len(pd.read_csv(out / "runs.csv")) == CELLS - dropped
     assert len(_records(out)) == CELLS  # nothing ran, nothing lost
-    assert _meta(out)["cells_left_out"] == dropped
+    assert read_meta(out)["cells_left_out"] == dropped
     assert "not cells of the config" not in _ok(_run(path, out))  # nothing changed: no note
     # back to the wider config: the dropped cells are read back, not rerun
     assert "not cells of the config" not in _ok(_run(cfg_path, out, "--extend"))
@@ -179,7 +168,7 @@ def test_a_record_whose_values_changed_is_skipped_and_its_cell_rerun(reference, 
     text = _ok(_run(cfg_path, out))
     assert "skipped 1 record(s)" in text and "values changed" in text, text
     assert "values_sha256 does not match" in text and "missing" not in text, text
-    assert _meta(out)["cells_resumed"] == CELLS - 1
+    assert read_meta(out)["cells_resumed"] == CELLS - 1
     pd.testing.assert_frame_equal(_tables(out), _tables(ref))  # the rerun cell's true numbers
     assert "values changed" not in _ok(_run(cfg_path, out))  # said once: superseded since
 
@@ -198,7 +187,7 @@ def test_records_without_a_value_digest_still_resume(reference, tmp_path):
     for _ in range(2):
         text = _ok(_run(cfg_path, out))
         assert "warning" not in text
-        assert _meta(out)["cells_resumed"] == CELLS
+        assert read_meta(out)["cells_resumed"] == CELLS
         pd.testing.assert_frame_equal(_tables(out), _tables(ref))
 
 
@@ -268,7 +257,7 @@ def test_fresh_leaves_files_a_forged_manifest_lists(reference, tmp_path):
         assert name in text and (out / name).exists(), name
     assert (out / "REPORT.md").read_text().endswith("edited by me\n")
     assert not {"thesis.tex", "notes.txt", "REPORT.md"} & set(_manifest(out)["files"])
-    assert _meta(out)["cells_resumed"] == 0
+    assert read_meta(out)["cells_resumed"] == 0
 
 
 def test_fresh_under_a_manifest_without_digests_deletes_only_names_ilnrun_writes(
@@ -285,7 +274,7 @@ def test_fresh_under_a_manifest_without_digests_deletes_only_names_ilnrun_writes
     text = _ok(_run(cfg_path, out, "--fresh"))
     assert "thesis.tex" in text and (out / "thesis.tex").read_text() == "mine\n"
     assert not (out / "figure1.png").exists()
-    assert _meta(out)["cells_resumed"] == 0
+    assert read_meta(out)["cells_resumed"] == 0
 
 
 def test_fresh_refuses_a_cell_log_changed_since_ilnrun_wrote_it(reference, tmp_path):
@@ -294,7 +283,7 @@ def test_fresh_refuses_a_cell_log_changed_since_ilnrun_wrote_it(reference, tmp_p
     log = out / R.CELL_LOG
     log.write_bytes(log.read_bytes().replace(b'"repetition": 0', b'"repetition": 1', 1))
     before = sorted(p.name for p in out.iterdir())
-    _refused(_run(cfg_path, out, "--fresh"), str(log), "delete it yourself")
+    refused(_run(cfg_path, out, "--fresh"), str(log), "delete it yourself")
     assert sorted(p.name for p in out.iterdir()) == before
 
 
@@ -308,7 +297,7 @@ def test_fresh_deletes_a_cell_log_that_grew_since_the_manifest(reference, tmp_pa
     R.CellLog(out).append(extra)
     _ok(_run(cfg_path, out, "--fresh"))
     assert "an-appended-cell" not in (out / R.CELL_LOG).read_text()
-    assert _meta(out)["cells_resumed"] == 0
+    assert read_meta(out)["cells_resumed"] == 0
 
 
 # ---- --out '' --------------------------------------------------------------------------------
@@ -322,7 +311,7 @@ def test_an_empty_out_is_refused(reference, tmp_path, monkeypatch, command, blan
     cfg_path, ref = reference
     monkeypatch.chdir(tmp_path)
     target = cfg_path if command == "run" else ref
-    _refused(invoke([command, target, "--out", blank]), "--out")
+    refused(invoke([command, target, "--out", blank]), "--out")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -330,5 +319,5 @@ def test_an_out_name_too_long_is_refused_naming_it(reference, tmp_path, monkeypa
     """A directory name longer than the file system allows: exit status 2 naming the path (it
     was exit status 1, "cannot write the results", from the check that the path exists)."""
     monkeypatch.chdir(tmp_path)
-    _refused(invoke(["run", reference[0], "--out", "x" * 300, "-q"]), "x" * 20, "too long")
+    refused(invoke(["run", reference[0], "--out", "x" * 300, "-q"]), "x" * 20, "too long")
     assert list(tmp_path.iterdir()) == []
