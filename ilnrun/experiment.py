@@ -435,9 +435,7 @@ def _run_locked(
     pending = [c for c in all_cells if c.id not in done]
     start = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     env = numeric_env.collect()
-    environments, env_changed = numeric_env.update_history(
-        _stored_meta(meta_path) if resumed else None, env, start, len(done)
-    )
+    environments, env_changed = numeric_env.update_history(previous, env, start, len(done))
     if env_changed:  # said even with -q: the cells are computed under two environments
         print(environment_note(out, env_changed), file=sys.stderr)
     meta = {
@@ -546,15 +544,6 @@ def older_version_note(older: str, out: Path) -> str:
         f"record digest matches (others run again). Use --fresh to recompute every cell with "
         f"{__version__}."
     )
-
-
-def _stored_meta(meta_path: Path) -> dict | None:
-    """The earlier ``meta.json`` (``None`` when absent or not a mapping; read only after
-    :func:`_first_start` has checked the file)."""
-    if not meta_path.exists():
-        return None
-    old = load_json(meta_path)
-    return old if isinstance(old, dict) else None
 
 
 def environment_note(out: Path, changed: list[str]) -> str:

@@ -235,14 +235,9 @@ def written_by_ilnrun(path: Path, entry: dict) -> bool:
     when its first ``bytes`` bytes match and every complete line after them is a record whose
     value digest verifies (a torn last line allowed)."""
     path = Path(path)
-    h = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            left = entry["bytes"]
-            while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
-                h.update(chunk)
-                left -= len(chunk)
-            if left > 0 or h.hexdigest() != entry["sha256"]:
+            if not _starts_with(fh, entry):
                 return False
             if path.name != CELL_LOG:
                 return not fh.read(1)
@@ -255,6 +250,16 @@ def written_by_ilnrun(path: Path, entry: dict) -> bool:
     except OSError:
         return False
     return True
+
+
+def _starts_with(fh: io.BufferedReader, entry: dict) -> bool:
+    """Whether the open file ``fh`` begins with the content a manifest ``entry`` records (its
+    first ``bytes`` bytes hash to its ``sha256``); ``fh`` is left just past them."""
+    h, left = hashlib.sha256(), entry["bytes"]
+    while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+        h.update(chunk)
+        left -= len(chunk)
+    return left == 0 and h.hexdigest() == entry["sha256"]
 
 
 def _temporary_pattern(names: list[str]) -> re.Pattern:
@@ -397,15 +402,12 @@ class CellLog:
         entry = None if written is None else written.get(CELL_LOG)
         if entry is None:
             return math.inf
-        h, left = hashlib.sha256(), entry["bytes"]
         try:
             with open(self.path, "rb") as fh:
-                while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
-                    h.update(chunk)
-                    left -= len(chunk)
+                ours = _starts_with(fh, entry)
         except OSError:
             return 0
-        return entry["bytes"] if left == 0 and h.hexdigest() == entry["sha256"] else 0
+        return entry["bytes"] if ours else 0
 
     def vouch(self) -> None:
         """Record the log's content now in the manifest (for ``--fresh`` and
