@@ -203,11 +203,12 @@ def run_resolved(
 
     # jobs workers at once: refused before any work; the cells too big to run jobs at once
     # run one at a time
-    alone = check_run(cfg, jobs, backend, scheduler)
+    sched = check_run(cfg, jobs, backend, scheduler)
+    alone = sched.one_at_a_time
     if alone and not quiet:
         from .config.resources import one_at_a_time_note
 
-        print(one_at_a_time_note(cfg, alone, jobs), file=sys.stderr)
+        print(one_at_a_time_note(cfg, sched), file=sys.stderr)
     kw = dict(
         jobs=jobs,
         fresh=fresh,

@@ -556,32 +556,31 @@ def workers(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None)
     return max(1, min(int(jobs), usable_cpus()))
 
 
-def check_run(
-    cfg, jobs: int, backend: str = "loky", scheduler: str | None = None
-) -> frozenset[str]:
+def check_run(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> Schedule:
     """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the
     cells; one process for the jax engine, whose batches run in-process, and for a remote dask
     scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`.
-    Returns the ids of the cells to run one at a time (:class:`Schedule`)."""
+    Returns the :class:`Schedule` (its ``one_at_a_time``: the cells to run one at a time)."""
     from ..params import ConfigError
 
     jobs = workers(cfg, jobs, backend, scheduler)
     if jobs == 1:
-        return frozenset()  # checked when the config was resolved
+        return Schedule(1, frozenset(), 0, 0)  # checked when the config was resolved
     problems: list = []
     sched = check(cfg, problems, jobs=jobs, cells=grid.cells(cfg))
     if problems:
         raise ConfigError(problems)
-    return sched.one_at_a_time if sched is not None else frozenset()
+    return sched if sched is not None else Schedule(jobs, frozenset(), 0, 0)
 
 
-def one_at_a_time_note(cfg, ids: frozenset[str], jobs: int) -> str:
-    """The line that says which cells run one at a time, and why."""
-    s = schedule(cfg, jobs)
+def one_at_a_time_note(cfg, sched: Schedule) -> str:
+    """The line that says which cells run one at a time (``sched``, :func:`check_run`'s), and
+    why."""
     return (
-        f"note: {len(ids)} cell(s) estimated at up to ~{s.alone / GiB:,.3g} GiB each run one at a "
-        f"time in this process before the others ({s.jobs} of them at once would exceed "
-        f"{cap_gb(cfg):,.3g} GiB, limits.max_memory_gb); the other cells run {s.jobs} at once"
+        f"note: {len(sched.one_at_a_time)} cell(s) estimated at up to "
+        f"~{sched.alone / GiB:,.3g} GiB each run one at a time in this process before the others "
+        f"({sched.jobs} of them at once would exceed {cap_gb(cfg):,.3g} GiB, "
+        f"limits.max_memory_gb); the other cells run {sched.jobs} at once"
     )
 
 
