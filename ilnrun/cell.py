@@ -164,7 +164,8 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
     convention."""
     spec = LEARNERS[cell.method]
     T = len(inst.data.y_train)
-    matched = derive(budget.match, cell.per_round, T) if cell.per_round else None
+    n_eval = len(inst.data.y_val) + len(inst.data.y_test)  # the points ``total`` counts
+    matched = derive(budget.match, cell.per_round, T, n_eval) if cell.per_round else None
     size = matched.size(spec.budget.name) if matched is not None else None
     return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
 
