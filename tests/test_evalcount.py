@@ -270,3 +270,37 @@ def test_total_unit_costs():
     assert b.r == round(b.target / (50 + 100))
     assert b.m == round(b.target / (2 * 49 + 200))
     assert budget.derive("total", 2, 50).sizes == budget.derive("evaluations", 2, 50).sizes
+
+
+def test_free_run_report_resume_and_two_jobs(tmp_path):
+    """A kernel-free run of SG, Doubly SGD and Fixed-Random on ReLU features goes through
+    ``ilnrun run``, ``report``, a resume and ``--jobs 2`` (same runs.csv); a refused key exits
+    2 naming it."""
+    import pandas as pd
+    from conftest import invoke, write_config
+
+    cfg = relu_config(kernel="free", m_test={"per_T": 2}, m_test_sweep=[10])
+    path = write_config(tmp_path / "free.yaml", cfg)
+    out, out2 = tmp_path / "one", tmp_path / "two"
+    res = invoke(["run", path, "--out", out, "--quiet"])
+    assert res.exit_code == 0, res.output
+    runs = pd.read_csv(out / "runs.csv")
+    assert (runs["kernel_evals_total"] == 0).all() and (runs["eval_kernel"] == "free").all()
+    assert set(runs.loc[runs["method"] == "shrinking_gradient", "m_test"]) == {2 * T}
+    summary = pd.read_csv(out / "summary.csv")
+    assert {"evals_total_mean", "kernel_evals_total_mean"} <= set(summary.columns)
+    res = invoke(["run", path, "--out", out])
+    assert res.exit_code == 0 and "resumed" in res.output, res.output
+    res = invoke(["run", path, "--out", out2, "--jobs", "2", "--quiet"])
+    assert res.exit_code == 0, res.output
+    pd.testing.assert_frame_equal(
+        runs.drop(columns=["wall_s", "eval_s"]),
+        pd.read_csv(out2 / "runs.csv").drop(columns=["wall_s", "eval_s"]),
+    )
+    res = invoke(["report", out, "--out", tmp_path / "report"])
+    assert res.exit_code == 0, res.output
+    bad = write_config(tmp_path / "bad.yaml", relu_config(m_test="theorem1x"))
+    refused(invoke(["validate", bad]), "evaluation.m_test")
+    bad = write_config(tmp_path / "bad.yaml", relu_config(m_test={"per_T": 0}))
+    refused(invoke(["run", bad, "--out", tmp_path / "never"]), "evaluation.m_test")
+    assert not (tmp_path / "never").exists()
