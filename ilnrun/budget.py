@@ -84,7 +84,9 @@ def derive(match: str, per_round: int, T: int, n_eval: int = 0) -> Budget:
     sizes: dict[str, int] = {}
     anchor = None  # the proposed learner's spend
     for s in specs:
-        cost = s.budget.cost(match, T, n_eval)
+        cost = s.budget.unit_cost(match, T, n_eval)
+        if cost is None:  # a size that cannot be matched under ``total`` (refused if used)
+            continue
         q = Fraction(goal, cost)
         if s.role == "proposed" or q.denominator != 2:
             size = round(q)

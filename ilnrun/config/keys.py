@@ -274,6 +274,16 @@ def check_protocol(cfg: dict, problems: list) -> None:
                     "forbids (set it to null)",
                 )
             )
+    for name in cfg["methods"] if cfg["budget"]["match"] == "total" else ():
+        size = LEARNERS[name].budget
+        if size is not None and not size.counts_scoring:
+            problems.append(
+                (
+                    f"methods.{name}",
+                    "its budget size declares cost(match, T), without the points scored that "
+                    "budget.match: total needs (cost(match, T, n_eval))",
+                )
+            )
     if cfg["budget"]["match"] == "total" and not (free and ev["m_test"] == "train"):
         problems.append(
             (

@@ -419,10 +419,23 @@ class BudgetSize:
     """
 
     name: str
-    cost: Callable[[str, int, int], int]
+    cost: Callable[..., int]
     expected: Callable[[int, int], dict[str, int]]
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
+
+    def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
+        """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner
+        declared before ``total`` existed) serves every convention but ``total`` (``None``:
+        the learner cannot be matched under it)."""
+        if self.counts_scoring:
+            return self.cost(match, T, n_eval)
+        return None if match == "total" else self.cost(match, T)
+
+    @property
+    def counts_scoring(self) -> bool:
+        """Whether ``cost`` takes the points scored (``cost(match, T, n_eval)``)."""
+        return len(inspect.signature(self.cost).parameters) >= 3
 
 
 # ``methods.<learner>.eta_scale``: the unit of ``eta`` (docs/protocol.md §5.3), a key of every
