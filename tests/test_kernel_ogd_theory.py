@@ -33,9 +33,10 @@ def test_theory_preset_eta_is_B_over_sqrt_T(T, B):
 
 
 def test_preset_hides_the_step_grid_and_B_is_used_only_where_needed():
-    assert {"eta", "schedule", "decay"} <= SPEC.unused({"preset": "theory", "shrink": False})
+    assert {"eta", "schedule", "decay", "shrink"} <= SPEC.unused({"preset": "theory"})
     assert "B" not in SPEC.unused({"preset": "theory", "shrink": False})
-    assert "B" in SPEC.unused({"preset": "grid", "shrink": False, "schedule": "constant"})
+    plain = {"preset": "grid", "shrink": False, "schedule": "constant"}
+    assert {"preset", "B", "shrink"} <= SPEC.unused(plain)  # the plain pass: as before
     assert "B" not in SPEC.unused({"preset": "grid", "shrink": True, "schedule": "constant"})
 
 
@@ -99,8 +100,8 @@ def test_shrink_never_fires_below_16B():
     np.testing.assert_array_equal(a.predictor.alpha, b.predictor.alpha)
 
 
-def _hypers(methods: dict) -> list[dict]:
-    """The cell keys' ``hyper`` part of each grid point of ``methods.kernel_ogd``."""
+def _grid(methods: dict) -> list[dict]:
+    """The grid points of ``methods.kernel_ogd`` (unused keys ``None``)."""
     params = resolve(
         {
             "name": "t",
@@ -109,7 +110,17 @@ def _hypers(methods: dict) -> list[dict]:
             "methods": {"kernel_ogd": methods},
         }
     )["methods"]["kernel_ogd"]
-    return [key_part(SPEC.params, h) for h in method_grid("kernel_ogd", params)]
+    return method_grid("kernel_ogd", params)
+
+
+def _hypers(methods: dict) -> list[dict]:
+    """The cell keys' ``hyper`` part of each grid point of ``methods.kernel_ogd``."""
+    return [key_part(SPEC.params, h) for h in _grid(methods)]
+
+
+def _labels(methods: dict) -> list[str]:
+    """runs.csv's ``setting`` of each grid point (ilnrun.cell: its used keys)."""
+    return [",".join(f"{k}={v}" for k, v in h.items() if v is not None) for h in _grid(methods)]
 
 
 def test_existing_settings_keep_their_cell_keys():
@@ -117,6 +128,15 @@ def test_existing_settings_keep_their_cell_keys():
     only the step parameters it always had."""
     assert _hypers({"eta": [0.3, 1.0]}) == [{"eta": 0.3}, {"eta": 1.0}]
     assert _hypers({"eta": 0.7, "schedule": "inv"}) == [{"eta": 0.7, "schedule": "inv"}]
+    # and their runs.csv label (``setting``) reads as before
+    assert _labels({"eta": [0.3, 1.0]}) == [
+        "eta=0.3,schedule=constant",
+        "eta=1.0,schedule=constant",
+    ]
+    assert _labels({"preset": "theory", "shrink": [False, True]}) == [
+        "preset=theory,B=1.0",
+        "preset=theory,B=1.0,shrink=True",
+    ]
 
 
 def test_theory_cells_name_their_preset_and_collapse_the_step_grid():

@@ -126,12 +126,18 @@ PARAMS = (
 
 def _unused(h: dict) -> set[str]:
     """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``B``
-    is used only by the preset and the shrink rule."""
+    is used only by the preset and the shrink rule. ``preset: grid`` and ``shrink: false`` (the
+    plain pass) count as unused too, so that a plain setting's ``setting`` label and table
+    columns read as they did before these keys existed."""
     out = step_unused(h)
     if h.get("preset") == "theory":
         out |= {"eta", "schedule", "decay"}
-    elif not h.get("shrink"):
-        out.add("B")
+    else:
+        out.add("preset")
+        if not h.get("shrink"):
+            out.add("B")
+    if not h.get("shrink"):
+        out.add("shrink")
     return out
 
 
