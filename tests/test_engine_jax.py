@@ -138,6 +138,8 @@ def _kernel_ogd(kind: str, variant: dict) -> None:
     _close(res.losses, ref.losses)
     _close(res.predictor.alpha, ref.predictor.alpha)
     assert res.counters == ref.counters
+    if variant.get("shrink"):
+        assert ref.counters["shrinks"] > 0  # the shrink branch is exercised
 
 
 def _fixed_random(kind: str, variant: dict) -> None:
@@ -205,7 +207,7 @@ def _shrinking_gradient(kind: str, variant: dict) -> None:
 # each learner's harness and the settings it is tried with (the first on every map, the others
 # on the first map): a learner given a jax pass must be given a harness here
 HARNESSES = {
-    "kernel_ogd": (_kernel_ogd, [{}]),
+    "kernel_ogd": (_kernel_ogd, [{}, {"shrink": True, "B": 0.02}]),
     "fixed_random": (_fixed_random, [{}, {"lam": 0.05}]),
     "doubly_sgd": (_doubly_sgd, [{}, {"nu": 0.1}]),
     "shrinking_gradient": (

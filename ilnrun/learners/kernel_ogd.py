@@ -6,6 +6,14 @@ Gradient, with exact kernel values and no budget:
     yhat_t  = sum_{i<t} alpha_i k(x_i, x_t)
     alpha_t = eta_t (y_t - yhat_t)
 
+Like-for-like with Shrinking Gradient (theorem1's control, docs/algorithms.md §4):
+``preset: theory`` takes SG's step of Theorem 1, ``eta = B / sqrt(T)`` (constant; paper Eq. 15
+with the same ``B``), and ``shrink: true`` SG's Algorithm 1 rule with the exact prediction in
+place of the estimate ``E_t``:
+
+    if |yhat_t| < 16 B:  alpha_t = eta_t (y_t - yhat_t)
+    else:                alpha   = alpha / 4          (no step; counted in ``shrinks``)
+
 Only for feature maps with a closed-form kernel. It evaluates no random feature; it counts the
 kernel values it uses (``kernel_evals``). Past ``T`` = 20 000 rounds, for a map with an exact
 finite primal ``k(x, x') = c phi(x) . phi(x')`` (coordinate), the same predictions are made as
@@ -16,9 +24,12 @@ prediction stands for (docs/protocol.md §3.1).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..features import FeatureMap
+from ..params import Param
 from ..theory import primal_evaluation
 from .base import (
     STEP_PARAMS,
@@ -27,7 +38,9 @@ from .base import (
     LearnerSpec,
     OnlinePass,
     new_counters,
+    step_unused,
 )
+from .shrinking_gradient import SHRINK_BOUND, theorem1_eta
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 
@@ -41,11 +54,15 @@ def fit(
     eta: float,
     schedule: str = "constant",
     decay: float | None = None,
+    B: float = 1.0,
+    shrink: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
-    """One online pass of kernel OGD on the squared loss."""
+    """One online pass of kernel OGD on the squared loss; with ``shrink``, SG's rule: a round
+    whose prediction has ``|yhat_t| >= 16 B`` divides ``alpha`` by 4 and takes no step."""
     run = OnlinePass(y, eta, schedule, decay, deadline)
     T, etas = run.T, run.etas
+    threshold = SHRINK_BOUND * B if shrink else math.inf
     alpha = np.zeros(T)
     counters = new_counters()
     K = None
@@ -65,8 +82,82 @@ def fit(
             yhat = float(k_t @ alpha[:t])
         if run.diverges(t, yhat):
             break
-        alpha[t] = etas[t] * (run.y[t] - yhat)
+        if abs(yhat) < threshold:
+            alpha[t] = etas[t] * (run.y[t] - yhat)
+        else:  # shrink: alpha <- alpha / 4 (exact in floating point), no step
+            alpha[:t] /= 4.0
+            if v is not None:
+                v /= 4.0
+            counters["shrinks"] += 1
     return run.result(KernelExpansion(alpha[: len(run.losses)]), counters)
+
+
+PARAMS = (
+    *STEP_PARAMS,
+    Param(
+        "preset",
+        "str",
+        "grid",
+        "'grid': eta and schedule from the config; 'theory': Shrinking Gradient's step of "
+        "Theorem 1, eta = B/sqrt(T), constant (like-for-like with its theory preset)",
+        choices=("grid", "theory"),
+        key_omit="grid",
+    ),
+    Param(
+        "B",
+        "float",
+        1.0,
+        "norm bound, as Shrinking Gradient's: the theory preset's eta = B/sqrt(T); the shrink "
+        "rule's threshold 16 B",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    Param(
+        "shrink",
+        "bool",
+        False,
+        "Shrinking Gradient's rule (Algorithm 1) on the exact prediction: if |yhat_t| >= 16 B, "
+        "alpha <- alpha/4 and no step",
+        key_omit=False,
+    ),
+)
+
+
+def _unused(h: dict) -> set[str]:
+    """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``B``
+    is used only by the preset and the shrink rule. ``preset: grid`` and ``shrink: false`` (the
+    plain pass) count as unused too, so that a plain setting's ``setting`` label and table
+    columns read as they did before these keys existed."""
+    out = step_unused(h)
+    if h.get("preset") == "theory":
+        out |= {"eta", "schedule", "decay"}
+    else:
+        out.add("preset")
+        if not h.get("shrink"):
+            out.add("B")
+    if not h.get("shrink"):
+        out.add("shrink")
+    return out
+
+
+def _arguments(h: dict, size: int | None, T: int) -> dict:
+    """``fit`` keywords: the setting, with Theorem 1's constant ``eta = B / sqrt(T)`` under the
+    ``theory`` preset."""
+    out = {k: v for k, v in h.items() if k != "preset" and v is not None}
+    if h.get("preset") == "theory":
+        out["eta"], out["schedule"] = theorem1_eta(h["B"], T), "constant"
+    return out
+
+
+def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
+    """``ilnrun validate``: the theory preset's eta per T."""
+    Bs = sorted({h["B"] for h in hypers if h.get("preset") == "theory"})
+    return [
+        f"kernel_ogd theory preset (B={B}; eta = B/√T, Shrinking Gradient's): "
+        + "; ".join(f"T={T}: eta={theorem1_eta(B, T):.4g}" for T in Ts)
+        for B in Bs
+    ]
 
 
 SPEC = LearnerSpec(
@@ -75,13 +166,16 @@ SPEC = LearnerSpec(
     short="KOGD",
     summary="exact-kernel OGD oracle (not budget-limited)",
     fit=fit,
-    params=STEP_PARAMS,
+    params=PARAMS,
     role="reference",
     choices=(
         "Kernel OGD uses the exact kernel and no feature budget; it is a reference, not a "
         "competitor.",
     ),
     needs_kernel=True,
+    unused=_unused,
+    arguments=_arguments,
+    notes=_notes,
     # its online predictions are exact: the regret uses the pass's own losses
     exact_online_loss=lambda res, K, y: float(np.sum(res.losses)),
     # a block of BLOCK kernel rows and the map's temporaries while it is formed (measured peak

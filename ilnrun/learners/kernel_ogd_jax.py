@@ -5,7 +5,11 @@ map in numpy (the same numbers as the numpy engine's kernel blocks):
     yhat_t  = sum_{i<t} alpha_i K[t, i]      (alpha_i = 0 for i >= t)
     alpha_t = eta_t (y_t - yhat_t)
 
-Counters: ``kernel_evals = sum_t t`` over the rounds played.
+and with ``shrink``, Shrinking Gradient's rule on the exact prediction: where
+``|yhat_t| >= 16 B``, ``alpha <- alpha / 4`` (exact in floating point, as the numpy pass's) and
+no step. The theory preset arrives as the numpy pass's ``fit`` keywords (``eta = B/sqrt(T)``).
+
+Counters: ``kernel_evals = sum_t t`` over the rounds played; ``shrinks``.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .jax_pass import Round
+from .shrinking_gradient import SHRINK_BOUND
 
 
 class Static(NamedTuple):
-    """Nothing fixes the program beyond ``T`` (one program per ``T``)."""
+    """Whether the shrink rule is on (one program per ``T`` and ``shrink``)."""
+
+    shrink: bool = False
 
 
 class State(NamedTuple):
@@ -31,19 +38,20 @@ class State(NamedTuple):
     alpha: jnp.ndarray
     losses: jnp.ndarray
     kernel_evals: jnp.ndarray
+    shrinks: jnp.ndarray
     rounds: jnp.ndarray
     alive: jnp.ndarray
     diverged: jnp.ndarray
 
 
 def static(args: dict) -> Static:
-    return Static()
+    return Static(shrink=bool(args.get("shrink", False)))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
-    """``eta_t`` for every round."""
+    """``eta_t`` for every round and ``B``."""
     etas = step_sizes(args.get("schedule", "constant"), args["eta"], T, args.get("decay"))
-    return {"etas": np.asarray(etas, dtype=np.float64)}
+    return {"etas": np.asarray(etas, dtype=np.float64), "B": np.float64(args.get("B", 1.0))}
 
 
 def init(ctx: Round) -> State:
@@ -52,6 +60,7 @@ def init(ctx: Round) -> State:
         alpha=jnp.zeros(T),
         losses=jnp.zeros(T),
         kernel_evals=jnp.int64(0),
+        shrinks=jnp.int64(0),
         rounds=jnp.int64(0),
         alive=jnp.bool_(True),
         diverged=jnp.bool_(False),
@@ -69,10 +78,17 @@ def step(ctx: Round, c: State, t) -> State:
     div = ~(jnp.abs(yhat) <= DIVERGENCE_BOUND)
     update = valid & ~div
     a_t = cell["etas"][tt] * (y_t - yhat)
+    alpha = c.alpha
+    shrunk = jnp.bool_(False)
+    if ctx.static.shrink:
+        shrunk = update & (jnp.abs(yhat) >= SHRINK_BOUND * cell["B"])
+        update = update & ~shrunk
+        alpha = jnp.where(shrunk, alpha / 4.0, alpha)
     return State(
-        alpha=c.alpha.at[tt].set(jnp.where(update, a_t, c.alpha[tt])),
+        alpha=alpha.at[tt].set(jnp.where(update, a_t, alpha[tt])),
         losses=c.losses.at[tt].set(jnp.where(valid, 0.5 * (yhat - y_t) ** 2, 0.0)),
         kernel_evals=c.kernel_evals + jnp.where(valid, t, 0),
+        shrinks=c.shrinks + shrunk,
         rounds=c.rounds + valid,
         alive=c.alive & ~(valid & div),
         diverged=c.diverged | (valid & div),
@@ -84,6 +100,7 @@ def result(st: Static, args: dict, out: State, fmap, T: int) -> FitResult:
     diverged = bool(out.diverged)
     counters = new_counters()
     counters["kernel_evals"] = int(out.kernel_evals)
+    counters["shrinks"] = int(out.shrinks)
     return FitResult(
         KernelExpansion(out.alpha[:n]),
         out.losses[:n],

@@ -58,6 +58,8 @@ from .compiled import SG_CHECKS
 from .compiled import available as compiled_available
 
 SAMPLERS = ("iid", "systematic")
+# Algorithm 1 shrinks when |E_t| >= SHRINK_BOUND * B (the paper's 16 B)
+SHRINK_BOUND = 16.0
 
 # When the global scale falls below this, fold it into the coefficients (O(t), happens at most
 # once every ~250 consecutive shrinks) so that ``a = alpha / s`` stays in floating-point range.
@@ -97,9 +99,15 @@ def gather_pairs(pairs, X: np.ndarray, i: np.ndarray, w: np.ndarray, order, i_so
 C_DEFAULT = 1.0  # the default of the theory preset's constant c (PARAMS' "c")
 
 
+def theorem1_eta(B: float, T: int) -> float:
+    """Theorem 1's step size ``eta = B / sqrt(T)`` (paper Eq. 15; also kernel OGD's theory
+    preset)."""
+    return B / math.sqrt(T)
+
+
 def theory_preset(B: float, T: int, c: float) -> tuple[float, int]:
     """Theorem 1's setting: ``eta = B / sqrt(T)``, ``m = ceil(c B^4 T log(B T))``."""
-    return B / math.sqrt(T), max(1, math.ceil(c * B**4 * T * math.log(max(B * T, math.e))))
+    return theorem1_eta(B, T), max(1, math.ceil(c * B**4 * T * math.log(max(B * T, math.e))))
 
 
 def fit(
@@ -181,7 +189,7 @@ def fit_compiled(
     n, timed_out = compiled_rounds(
         T, deadline, lambda t: max(1, m),
         lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, sigma, m, 16.0 * B, -1.0 if printed_sign else 1.0,
+            t, t1, X, yv, etas, kind, sigma, m, SHRINK_BOUND * B, -1.0 if printed_sign else 1.0,
             sampler == "systematic", RESCALE_BELOW, blocks, rng,
             a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
         ),
@@ -214,7 +222,7 @@ def fit_numpy(
     run = OnlinePass(y, eta, schedule, decay, deadline)
     T, etas = run.T, run.etas
     sign = -1.0 if printed_sign else 1.0
-    threshold = 16.0 * B
+    threshold = SHRINK_BOUND * B
     a = np.zeros(T)  # alpha = s * a
     sgn = np.zeros(T)  # sgn[i] = np.sign(a[i]), kept in step with a (one gather instead of two)
     cum = np.zeros(T)  # cum[i] = sum_{j <= i} |a_j|   (append-only)

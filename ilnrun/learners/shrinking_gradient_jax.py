@@ -33,7 +33,7 @@ from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .jax_pass import Round
-from .shrinking_gradient import RESCALE_BELOW, average_weights
+from .shrinking_gradient import RESCALE_BELOW, SHRINK_BOUND, average_weights
 
 
 class Static(NamedTuple):
@@ -133,7 +133,7 @@ def round_given(ctx: Round, c: State, t, u, w) -> State:
     div = ~(jnp.abs(E) <= DIVERGENCE_BOUND)
     update = valid & ~div
     # --- Algorithm 1: gradient step or shrink -------------------------------------------------
-    step_ok = jnp.abs(E) < 16.0 * cell["B"]
+    step_ok = jnp.abs(E) < SHRINK_BOUND * cell["B"]
     sign = -1.0 if printed else 1.0
     step = sign * eta_t * (y_t - E)
     a_t = step / c.s
