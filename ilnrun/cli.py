@@ -1,4 +1,5 @@
-"""Command line (docs/architecture.md §1): ``ilnrun run | plot | validate | list``.
+"""Command line (docs/architecture.md §1): ``ilnrun run | plot | report | index | pack | validate |
+list``.
 
 Exit status: 0 on success, 2 on a bad config or bad arguments (the message names the key path; no
 traceback), 1 on any other failure.
@@ -360,7 +361,14 @@ def _run(
     show_default=True,
     help="Comma-separated figure formats.",
 )
-def plot(results_dir: str, formats: str) -> None:
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    callback=_directory,
+    help="Directory for the figures (default: RESULTS_DIR; required for a packed folder).",
+)
+def plot(results_dir: str, formats: str, out: str | None) -> None:
     """Figures from a results directory: figure1 (test loss against the dataset axis with 95%
     bands, oracle dashed), learning curves, and a budget sweep when there are several budgets."""
     from .plots import plot_results
@@ -370,17 +378,33 @@ def plot(results_dir: str, formats: str) -> None:
     bad = [f for f in fmts if f not in FIGURE_FORMATS]
     if bad or not fmts:
         _fail(f"--format: unsupported format(s) {bad or formats!r}; use png, pdf or svg")
-    from .readers import claim_outputs
+    from .readers import claim_outputs, has_table
 
     d = Path(results_dir)
-    if not (d / "summary.csv").exists():
+    if not has_table(d, "summary.csv"):
         _fail(f"{d} holds no summary.csv; run `ilnrun run` first")
+    target = _beside_packed(d, out)
     names = [f"{n}.{f}" for n in FIGURES for f in fmts]
     with _results_errors(d):
-        claim_outputs(d, names, results=True)
-        paths = plot_results(d, fmts)
+        same = target.exists() and target.resolve() == d.resolve()
+        claim_outputs(target, names, results=same)
+        paths = plot_results(d, fmts, out_dir=target)
     for p in paths:
         click.echo(str(p))
+
+
+def _beside_packed(d: Path, out: str | None) -> Path:
+    """Where ``plot`` / ``report`` write: ``--out``, else the results directory itself; a packed
+    folder (``ilnrun pack``, committed next to its report) is never written: without ``--out``
+    the command is refused (exit status 2)."""
+    from .readers import is_packed
+
+    if out is None and is_packed(d):
+        _fail(
+            f"{d} is a packed results folder (`ilnrun pack`), which ilnrun does not write into; "
+            f"give --out, e.g. --out {d.parent}"
+        )
+    return Path(out) if out is not None else d
 
 
 @main.command()
@@ -390,27 +414,56 @@ def plot(results_dir: str, formats: str) -> None:
     type=click.Path(file_okay=False),
     default=None,
     callback=_directory,
-    help="Directory for REPORT.md and the figures (default: RESULTS_DIR).",
+    help="Directory for REPORT.md and the figures (default: RESULTS_DIR; required for a packed "
+    "folder, whose figures the report draws itself).",
 )
 def report(results_dir: str, out: str | None) -> None:
     """Generate REPORT.md from a results directory: setup, every choice made where the paper is
     silent, counted budgets, figures, tables (mean ± 95% CI) and verdicts on the paper's claim."""
-    from .readers import claim_outputs
+    from .readers import claim_outputs, has_table
     from .report import build_report
     from .report.sections.figures import FIGURES
 
     d = Path(results_dir)
-    missing = [
-        f for f in ("config.yaml", "meta.json", "runs.csv", "summary.csv") if not (d / f).exists()
-    ]
+    missing = [f for f in ("config.yaml", "meta.json") if not (d / f).exists()]
+    missing += [f for f in ("runs.csv", "summary.csv") if not has_table(d, f)]
     if missing:
         _fail(f"{d} lacks {', '.join(missing)}; run `ilnrun run` (and `ilnrun plot`) first")
-    target = Path(out) if out is not None else d
+    target = _beside_packed(d, out)
     with _results_errors(d):
         same = target.exists() and target.resolve() == d.resolve()
         claim_outputs(target, ["REPORT.md", *(f"{f}.png" for f in FIGURES)], results=same)
         path = build_report(d, target)
     click.echo(str(path))
+
+
+@main.command()
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    callback=_directory,
+    help="The packed folder, e.g. experiments/<name>/results (new, empty, or packed before).",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace packed files whose content would change (other results packed there).",
+)
+def pack(results_dir: str, out: str, replace: bool) -> None:
+    """Pack a results directory for committing next to its report: config.yaml, meta.json and
+    runs.csv, summary.csv, curves.csv gzip-compressed (byte-reproducible), which is all that
+    `ilnrun report` and `ilnrun plot` read. Regenerate the report from it with
+    `ilnrun report OUT --out DIR` (figures drawn into DIR)."""
+    from .pack import pack_results
+
+    d = Path(results_dir)
+    with _results_errors(d):
+        written = pack_results(d, Path(out), replace=replace)
+    for name, size in written.items():
+        click.echo(f"{Path(out) / name}: {size:,} bytes")
+    click.echo(f"packed {len(written)} files, {sum(written.values()):,} bytes in all, into {out}")
 
 
 @main.command()

@@ -180,6 +180,13 @@ def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> dict
     config. Data that changed under the same name are refused either way
     (:func:`check_same_data`)."""
     check_files(out)
+    from .readers import is_packed
+
+    if is_packed(out):  # committed next to a report: no cell log, never written by a run
+        raise RunDirError(
+            f"{out} is a packed results folder (`ilnrun pack`), which holds no cell log to "
+            "resume from and is not written by a run; choose another --out"
+        )
     owned = owned_files(out)
     existing = [p for p in out.iterdir() if not p.name.startswith(".")]
     cfg_path = out / "config.yaml"

@@ -73,10 +73,12 @@ SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}
 MAX_COLS = 3
 
 
-def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
-    """Write ``figure1``, ``curves`` and (with >= 2 budgets) ``budget_sweep`` into
-    ``results_dir`` in every format of ``formats`` ("png", "pdf", "svg"); return the paths."""
+def plot_results(results_dir: Path, formats: list[str], out_dir: Path | None = None) -> list[Path]:
+    """Write ``figure1``, ``curves`` and (with >= 2 budgets) ``budget_sweep`` into ``out_dir``
+    (default ``results_dir``) in every format of ``formats`` ("png", "pdf", "svg"); return the
+    paths."""
     results_dir = Path(results_dir)
+    out_dir = results_dir if out_dir is None else Path(out_dir)
     data = _Data.load(results_dir)
     if data.summary.empty:  # every cell diverged or timed out: no point, no curve
         from .readers import ResultsError
@@ -96,7 +98,7 @@ def plot_results(results_dir: Path, formats: list[str]) -> list[Path]:
         for name, fig in figures.items():
             freeze_layout(fig)
             for fmt in formats:
-                path = results_dir / f"{name}.{fmt}"
+                path = out_dir / f"{name}.{fmt}"
                 save_figure_atomic(
                     fig, path, format=fmt, dpi=150, metadata=SAVE_METADATA.get(fmt, {})
                 )

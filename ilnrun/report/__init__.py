@@ -14,6 +14,7 @@ Each section is one module of :mod:`ilnrun.report.sections`; they all read one
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from ..results import write_atomic
@@ -22,11 +23,20 @@ from .sections import SECTIONS
 
 
 def build_report(results_dir: Path, out_dir: Path) -> Path:
-    """Write ``out_dir/REPORT.md`` (and copy the figures next to it); return its path."""
+    """Write ``out_dir/REPORT.md`` (and copy the figures next to it); return its path. The
+    figures of a packed results folder (``ilnrun pack``, which holds none and is never written)
+    are drawn by :func:`ilnrun.plots.plot_results` into a temporary directory first, so the
+    report shows exactly the figures its results give."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     r = ReportData(results_dir, out_dir)
-    lines = [line for section in SECTIONS for line in section.render(r)]
+    with tempfile.TemporaryDirectory(prefix="ilnrun-figures-") as drawn:
+        if r.packed and (r.summary["n"].fillna(0) > 0).any():  # (else nothing to draw)
+            from ..plots import plot_results
+
+            plot_results(r.results_dir, ["png"], out_dir=Path(drawn))
+            r.figure_dir = Path(drawn)
+        lines = [line for section in SECTIONS for line in section.render(r)]
     path = out_dir / "REPORT.md"
     write_atomic(path, "\n".join(lines) + "\n")
     return path

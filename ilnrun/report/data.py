@@ -153,9 +153,19 @@ class ReportData:
 
     def __init__(self, results_dir: Path, out_dir: Path) -> None:
         self.results_dir, self.out_dir = Path(results_dir), Path(out_dir)
-        from ..readers import RUNS_COLUMNS, SUMMARY_COLUMNS, read_config, read_meta, read_table
+        from ..readers import (
+            RUNS_COLUMNS,
+            SUMMARY_COLUMNS,
+            is_packed,
+            read_config,
+            read_meta,
+            read_table,
+        )
 
         d = self.results_dir
+        # a packed folder (``ilnrun pack``) holds no figures: the report draws them elsewhere
+        self.packed = is_packed(d)
+        self.figure_dir = d  # where the figures section finds the PNGs (build_report)
         self.cfg = read_config(d)
         self.meta = read_meta(d)
         self.runs = read_table(d, "runs.csv", RUNS_COLUMNS)

@@ -1,4 +1,5 @@
-"""The figures of the results directory, copied next to the report."""
+"""The figures of the results directory (of a packed one: drawn by the report,
+:attr:`ReportData.figure_dir`), copied next to the report."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ FIGURES = ("figure1", "budget_sweep", "regret", "curves")
 def render(r: ReportData) -> list[str]:
     names = []
     for stem in FIGURES:
-        src = r.results_dir / f"{stem}.png"
+        src = r.figure_dir / f"{stem}.png"
         if src.is_file() and not src.is_symlink():  # never a directory, never through a link
             if src.resolve() != (r.out_dir / src.name).resolve():
                 copy_atomic(src, r.out_dir / src.name)

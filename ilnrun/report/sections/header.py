@@ -35,7 +35,10 @@ def render(r: ReportData) -> list[str]:
         "",
         "```",
         f"ilnrun run {cfg_path} --jobs {jobs}",
-        f"ilnrun plot {r.results_dir}",
+        # a packed folder (committed with the report): packed from the run's default output
+        f"ilnrun pack results/{name} --out {r.results_dir}"
+        if r.packed
+        else f"ilnrun plot {r.results_dir}",
         f"ilnrun report {r.results_dir} --out {r.out_dir}",
         "```",
         "",
