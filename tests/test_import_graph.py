@@ -43,7 +43,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("config",)),  # validation, resolution, the grid of cells
     ("cell", ("cell",)),  # what one cell is and computes
     ("engines", ("engines", "distributed")),  # how cells are executed
-    ("experiment", ("experiment", "results", "readers")),  # the results directory
+    ("experiment", ("experiment", "results", "readers", "pack")),  # the results directory
     (
         "top",
         (
