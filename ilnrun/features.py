@@ -512,8 +512,9 @@ class RandomNet(FeatureMap):
     def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
         h, hd = self.h, self.h * self.d
         Wm = np.ascontiguousarray(W[:, :hd]).reshape(len(W) * h, self.d)
-        hidden = np.maximum(X @ Wm.T, 0.0).reshape(len(X), len(W), h)
-        z = np.einsum("anh,nh->an", hidden, W[:, hd:])
+        hidden = X @ Wm.T
+        np.maximum(hidden, 0.0, out=hidden)
+        z = np.einsum("anh,nh->an", hidden.reshape(len(X), len(W), h), W[:, hd:])
         z /= self.root_h
         np.maximum(z, 0.0, out=z)
         z *= 2.0
