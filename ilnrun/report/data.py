@@ -118,7 +118,7 @@ MODE_TITLE = {KERNEL: "with the closed-form kernel", FREE: "without the kernel"}
 # protocol (followed by the run's ``evaluation.kernel`` and `` -->``): ``ilnrun index`` copies
 # such a headline as it is, and words the lines of a report without it
 # (:mod:`ilnrun.report.legacy`).
-PROTOCOL_MARK = "<!-- ilnrun report: verdict lines name their protocol; evaluation.kernel: "
+PROTOCOL_MARK = "<!-- ilnrun report: headline lines name their protocol; evaluation.kernel: "
 
 # (metric, selection rule for pick(), description) of the claims checked
 COMPARISONS = (

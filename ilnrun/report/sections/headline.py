@@ -97,12 +97,13 @@ def mean_lines(r: ReportData) -> list[str]:
     points = "all test points" if n_est == "all" else f"first {n_est} test points"
     subjects = ", ".join(label(m) for m in r.proposed)
     if free_run:
-        how = "test loss without the kernel: every learner selected and evaluated with no "
-        how += "closed-form kernel value"
-    elif subjects:
-        how = f"exact test loss; {subjects} selected and evaluated with the closed-form kernel"
+        how = "test loss without the kernel"
+        tail = "; every learner selected and evaluated with no closed-form kernel value"
     else:
         how = "exact test loss"
+        tail = (
+            f"; {subjects} selected and evaluated with the closed-form kernel" if subjects else ""
+        )
     L = []
     for k in r.ks or [None]:
         parts = []
@@ -133,7 +134,9 @@ def mean_lines(r: ReportData) -> list[str]:
         if parts:
             at = f"At k = {k}" if k is not None else "Overall"
             L.append(
-                f"- {at}, against the mean predictor ({how}{where}): " + "; ".join(parts) + "."
+                f"- {at}, against the mean predictor ({how}{where}{tail}): "
+                + "; ".join(parts)
+                + "."
             )
     return L
 

@@ -91,7 +91,7 @@ def render(r: ReportData) -> list[str]:
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
     made = [mode for mode in (KERNEL, FREE) if r.view(mode) is not None]
     for mode in (KERNEL, FREE):
-        L += [f"### Verdict table {MODE_TITLE[mode]}", ""]
+        L += [f"### {'Verdict table' if r.tested else 'Comparisons'} {MODE_TITLE[mode]}", ""]
         L += [mode_text(r, mode, subjects, ev), ""]
         if mode in made:
             L += comparison_tables(r, head, mode, last=mode == made[-1])
