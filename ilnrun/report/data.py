@@ -221,12 +221,13 @@ class ReportData:
         """Whether the without-kernel comparison scores the proposed learner and the feature
         learners on different test points: an exact run written before ``test_loss_subset``
         existed, whose Algorithm-2 loss is on the first ``n_test_estimated`` points only."""
-        ev = self.cfg["evaluation"]
-        return (
-            self.eval_kernel == "exact"
-            and "test_loss_subset" not in self.runs
-            and ev.get("n_test_estimated", "all") != "all"
-        )
+        n_est = self.cfg["evaluation"].get("n_test_estimated", "all")
+        if self.eval_kernel != "exact" or "test_loss_subset" in self.runs or n_est == "all":
+            return False
+        if "n_test" not in self.runs:
+            return True
+        n_test = pd.to_numeric(self.runs["n_test"], errors="coerce")  # e.g. 'rest' of a table
+        return not (n_test.notna().all() and (n_test <= int(n_est)).all())
 
     def view(self, mode: str | None = None) -> pd.DataFrame | None:
         """The runs table a verdict of protocol ``mode`` reads; ``None``: the run's own rows.
