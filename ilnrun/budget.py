@@ -11,7 +11,11 @@ draws ``k T`` features. That is the **target**,
 in the unit of the convention ``match``:
 
 - ``evaluations`` (default) equalizes ``train_evals``: target ``k T (T+1) / 2``;
-- ``samples`` equalizes ``features_sampled``: target ``k T``.
+- ``samples`` equalizes ``features_sampled``: target ``k T``;
+- ``total`` equalizes the total feature evaluations of training, validation and test (the
+  kernel-free protocol, ``evaluation.kernel: free`` with ``m_test: train``): with
+  ``n_eval = n_val + n_test`` points scored, target ``k (T (T+1) / 2 + n_eval T)``, Doubly SGD's
+  training plus its ``k T`` evaluations a scored point (docs/budgets.md §6).
 
 Every budgeted learner declares (in its :class:`~ilnrun.learners.base.BudgetSize`) what one unit
 of its size costs over a pass; its size is the target divided by that cost, rounded to the
@@ -31,7 +35,7 @@ from fractions import Fraction
 
 from .learners import LEARNERS
 
-MATCHES = ("evaluations", "samples")
+MATCHES = ("evaluations", "samples", "total")
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class Budget:
     match: str
     per_round: int  # features per round (budget.dsgd_k)
     T: int
-    target: int  # the matched quantity (train_evals or features_sampled)
+    target: int  # the matched quantity (train_evals, features_sampled or evals_total)
     sizes: dict[str, int] = field(default_factory=dict)
+    n_eval: int = 0  # validation + test points scored (the ``total`` convention's)
 
     def size(self, name: str) -> int:
         return self.sizes[name]
@@ -54,28 +59,34 @@ class Budget:
         raise AttributeError(name)
 
 
-def target(match: str, per_round: int, T: int) -> int:
+def target(match: str, per_round: int, T: int, n_eval: int = 0) -> int:
     """The budget of ``per_round`` features per round over ``T`` rounds, in the unit of
-    ``match``."""
+    ``match`` (``total``: with ``n_eval`` validation and test points scored)."""
     if match == "evaluations":
         return per_round * T * (T + 1) // 2
     if match == "samples":
         return per_round * T
+    if match == "total":
+        return per_round * (T * (T + 1) // 2 + n_eval * T)
     raise ValueError(f"unknown budget convention {match!r}; expected one of {MATCHES}")
 
 
-def derive(match: str, per_round: int, T: int) -> Budget:
-    """The target and every registered budgeted learner's size (see the module docstring)."""
+def derive(match: str, per_round: int, T: int, n_eval: int = 0) -> Budget:
+    """The target and every registered budgeted learner's size (see the module docstring;
+    ``n_eval``: the validation and test points scored, used by ``total`` only)."""
     if T < 2:
         raise ValueError(f"T must be >= 2 to match budgets, got {T}")
     k = int(per_round)
-    goal = target(match, k, T)
+    n_eval = int(n_eval) if match == "total" else 0
+    goal = target(match, k, T, n_eval)
     specs = [s for s in LEARNERS.values() if s.budget is not None]
     specs.sort(key=lambda s: s.role != "proposed")  # the proposed learner first (stable)
     sizes: dict[str, int] = {}
     anchor = None  # the proposed learner's spend
     for s in specs:
-        cost = s.budget.cost(match, T)
+        cost = s.budget.unit_cost(match, T, n_eval)
+        if cost is None:  # a size that cannot be matched under ``total`` (refused if used)
+            continue
         q = Fraction(goal, cost)
         if s.role == "proposed" or q.denominator != 2:
             size = round(q)
@@ -86,7 +97,7 @@ def derive(match: str, per_round: int, T: int) -> Budget:
         sizes[s.budget.name] = int(size)
         if s.role == "proposed" and anchor is None:
             anchor = size * cost
-    return Budget(match=match, per_round=k, T=T, target=int(goal), sizes=sizes)
+    return Budget(match=match, per_round=k, T=T, target=int(goal), sizes=sizes, n_eval=n_eval)
 
 
 def expected_counts(method: str, budget: Budget, T: int | None = None) -> dict[str, int]:

@@ -45,6 +45,7 @@ from .config import (
     record_digest,
 )
 from .config.grid import seed_sequence
+from .config.keys import m_test_value
 from .datasets import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, load_native, size_columns
@@ -69,8 +70,11 @@ __all__ = [
     "make_instance",
     "plan",
     "reference_losses",
+    "m_test",
     "run_cell",
     "seeds",
+    "sweep_column",
+    "sweep_seed",
     "validation_seed",
 ]
 
@@ -94,6 +98,7 @@ class Instance:
         """``f`` on a split, exactly: in the map's primal past ``T`` = 20 000 (theory.py), else
         with the cached kernel block."""
         if primal_evaluation(self.fmap, len(self.data.X_train)):
+            f.count_exact(len(self.data.split(split)[0]))
             return primal_predictions(
                 self.fmap, self.data.X_train, self.data.split(split)[0], f.alpha
             )
@@ -159,7 +164,8 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
     convention."""
     spec = LEARNERS[cell.method]
     T = len(inst.data.y_train)
-    matched = derive(budget.match, cell.per_round, T) if cell.per_round else None
+    n_eval = len(inst.data.y_val) + len(inst.data.y_test)  # the points ``total`` counts
+    matched = derive(budget.match, cell.per_round, T, n_eval) if cell.per_round else None
     size = matched.size(spec.budget.name) if matched is not None else None
     return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
 
@@ -243,42 +249,100 @@ LOSS_KEYS = (
 )
 
 
+def sweep_column(m: int) -> str:
+    """The column of the Algorithm-2 test NMSE with ``m`` samples a point (``m_test_sweep``)."""
+    return f"test_nmse_estimated_m{int(m)}"
+
+
+def sweep_seed(seed: int, cell: Cell, m: int) -> np.random.SeedSequence:
+    """The seed of ``test_nmse_estimated_m<m>``'s Algorithm-2 samples: the cell's key with the
+    ``m`` of the column (independent of every other column and of the other ``m``)."""
+    return seed_sequence(seed, {**cell.key, "m_test_sweep": int(m)})
+
+
+def m_test(evaluation: EvaluationConfig, p: CellPlan) -> int:
+    """The cell's Algorithm-2 samples a point under ``evaluation.m_test``
+    (:func:`ilnrun.config.keys.m_test_value`: an integer, or a rule of the cell's ``T``, ``B``,
+    ``c`` and training ``m``)."""
+    return m_test_value(evaluation.m_test, p.T, p.args, p.cell.hyper)
+
+
+COST_KEYS = ("val_evals", "test_evals_psi", "val_kernel_evals", "test_kernel_evals")
+
+
+def _costs(*predictors) -> tuple[int, int]:
+    """``(feature evaluations, kernel values)`` the predictors' predictions spent so far (their
+    own counters, :func:`ilnrun.learners.base.new_costs`; 0 for one without)."""
+    psi = kernel = 0
+    for q in predictors:
+        c = getattr(q, "costs", None) or {}
+        psi, kernel = psi + c.get("psi", 0), kernel + c.get("kernel", 0)
+    return psi, kernel
+
+
 def evaluate(
     res: FitResult,
     inst: Instance,
     evaluation: EvaluationConfig,
     rng: np.random.Generator,
     val_rng: np.random.Generator | None = None,
+    m_test: int | None = None,
+    sweep_rngs: dict[int, np.random.Generator] | None = None,
 ) -> dict:
-    """Validation and test losses of a learned predictor (docs/protocol.md).
+    """Validation and test losses of a learned predictor, and what they cost (docs/protocol.md).
 
     By the kind of predictor (:func:`_predict`): kernel expansions
     (``f = sum_i alpha_i k(x_i, .)``) exactly with the closed-form kernel when the map has one
-    (``eval_mode = exact``), else with ``m_test`` Algorithm-2 samples; feature expansions
-    (``f = sum_j c_j psi(., w_j)``) exactly on their own features. A learner that also returns an
-    averaged predictor (Shrinking Gradient, Corollary 1) gets ``test_loss_avg`` and
-    ``test_loss_estimated`` (Algorithm 2 with ``m_test`` samples, what a user without the kernel
-    gets; on the first ``n_test_estimated`` test points) and ``val_loss_estimated``: the
-    validation loss the same way, on the first ``n_test_estimated`` validation points with its
-    own generator ``val_rng`` (drawn after, and independent of, every other column), what
-    ``evaluation.select_on: estimated`` selects on (docs/protocol.md §5.2); the predictor's own
-    ``val_loss`` when Algorithm 2 already evaluated it (no closed-form kernel).
+    and ``evaluation.kernel`` is ``exact`` (``eval_mode = exact``), else with ``m_test``
+    Algorithm-2 samples on every point; feature expansions (``f = sum_j c_j psi(., w_j)``)
+    exactly on their own features. A learner that also returns an averaged predictor (Shrinking
+    Gradient, Corollary 1) gets ``test_loss_avg`` (exactly; by Algorithm 2 on the first
+    ``n_test_estimated`` test points under ``kernel: free``) and ``test_loss_estimated``
+    (Algorithm 2 with ``m_test`` samples, what a user without the kernel gets; on the first
+    ``n_test_estimated`` test points) and ``val_loss_estimated``: the validation loss the same
+    way, on the first ``n_test_estimated`` validation points with its own generator ``val_rng``
+    (drawn after, and independent of, every other column), what ``evaluation.select_on:
+    estimated`` selects on (docs/protocol.md §5.2); the predictor's own ``val_loss`` when
+    Algorithm 2 already evaluated it.
+
+    Costs, counted by the predictors as they predict (their ``costs``): ``val_evals`` /
+    ``test_evals_psi`` feature evaluations and ``val_kernel_evals`` / ``test_kernel_evals``
+    kernel values per validation / test point of the **scored** predictor; ``diagnostic_evals``
+    the feature evaluations of every other column (the averaged predictor, the Algorithm-2
+    columns of an exactly scored predictor, the ``m_test_sweep`` columns, one generator each in
+    ``sweep_rngs``). ``m_test`` defaults to ``evaluation.m_test`` (an integer).
     """
     out: dict = dict.fromkeys(LOSS_KEYS, math.nan)
-    out.update(test_evals=0, eval_mode="exact")
+    out.update(test_evals=0, eval_mode="exact", test_loss_subset=math.nan, diagnostic_evals=0)
+    out.update(dict.fromkeys(COST_KEYS, 0))
+    out.update({sweep_column(m): math.nan for m in evaluation.m_test_sweep})
     d = inst.data
-    m_test = evaluation.m_test
+    m_test = evaluation.m_test if m_test is None else m_test
     n_est = evaluation.n_estimated(len(d.y_test))
     if res.diverged:
         out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
         return out
     p = res.predictor
-    val, test, mode, evals = _predict(p, inst, m_test, rng)
+    spent0 = _costs(p, res.averaged)
+    val, test, mode, evals, scored = _predict(p, inst, m_test, rng, evaluation.free)
+    (val_psi, val_k), (test_psi, test_k) = scored
     out.update(eval_mode=mode, test_evals=evals)
+    out.update(
+        val_evals=val_psi // max(1, len(d.y_val)),
+        test_evals_psi=test_psi // max(1, len(d.y_test)),
+        val_kernel_evals=val_k // max(1, len(d.y_val)),
+        test_kernel_evals=test_k // max(1, len(d.y_test)),
+    )
+    var = float(np.var(d.y_test[:n_est]))
     if res.averaged is not None:
-        if inst.fmap.has_kernel:
+        if inst.fmap.has_kernel and not evaluation.free:
             avg = inst.predict_exact(res.averaged, "test")
             out["test_loss_avg"] = _half_sq(avg, d.y_test)
+        elif evaluation.free:  # the averaged predictor by Algorithm 2, as SG's own
+            avg = res.averaged.predict_estimated(
+                d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng
+            )
+            out["test_loss_avg"] = _half_sq(avg, d.y_test[:n_est])
         # what Algorithm 2 at test time gives
         est = (
             test[:n_est]
@@ -286,11 +350,18 @@ def evaluate(
             else p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng)
         )
         out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
-        out["val_loss_estimated"] = _val_estimated(p, inst, evaluation, val, mode, val_rng)
-        var = float(np.var(d.y_test[:n_est]))
+        out["val_loss_estimated"] = _val_estimated(p, inst, evaluation, val, mode, val_rng, m_test)
         out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
+    if hasattr(p, "predict_estimated"):
+        for m, sweep_rng in (sweep_rngs or {}).items():
+            est = p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m, sweep_rng)
+            loss = _half_sq(est, d.y_test[:n_est])
+            out[sweep_column(m)] = 2 * loss / var if var else math.nan
+    spent1 = _costs(p, res.averaged)
+    out["diagnostic_evals"] = spent1[0] - spent0[0] - val_psi - test_psi
     out["val_loss"] = _half_sq(val, d.y_val)
     out["test_loss"] = _half_sq(test, d.y_test)
+    out["test_loss_subset"] = _half_sq(test[:n_est], d.y_test[:n_est])
     out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
     return out
 
@@ -302,6 +373,7 @@ def _val_estimated(
     val: np.ndarray,
     mode: str,
     rng: np.random.Generator | None,
+    m_test: int,
 ) -> float:
     """``½ mean (f̂(x) − y)²`` over the first ``n_test_estimated`` validation points, ``f̂`` the
     Algorithm-2 estimate of ``p`` with ``m_test`` samples a point (``val``, the predictions
@@ -312,27 +384,58 @@ def _val_estimated(
     if rng is None:
         return math.nan
     n = evaluation.n_estimated(len(d.y_val))
-    est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, evaluation.m_test, rng)
+    est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, m_test, rng)
     return _half_sq(est, d.y_val[:n])
 
 
-def _predict(p, inst: Instance, m_test: int, rng) -> tuple[np.ndarray, np.ndarray, str, int]:
-    """``(validation predictions, test predictions, eval_mode, test evaluations per point)``.
+def _predict(
+    p, inst: Instance, m_test: int, rng, free: bool = False
+) -> tuple[np.ndarray, np.ndarray, str, int, tuple[tuple[int, int], tuple[int, int]]]:
+    """``(validation predictions, test predictions, eval_mode, test evaluations per point,
+    ((val feature evaluations, val kernel values), (test ...)))``, the last two counted by the
+    predictor.
 
     A kernel expansion (it has ``predict_exact`` and ``predict_estimated``) is evaluated exactly
-    with the closed-form kernel when the map has one and by Algorithm 2 otherwise; any other
-    predictor — a feature expansion, or a learner's own kind — by its ``predict(X)``, exactly
-    (``evals_per_point()`` evaluations a point, when it has that method)."""
+    with the closed-form kernel when the map has one and ``free`` is not set, and by Algorithm 2
+    otherwise; any other predictor — a feature expansion, or a learner's own kind — by its
+    ``predict(X)``, exactly (``evals_per_point()`` evaluations a point, when it has that
+    method)."""
     d, fmap = inst.data, inst.fmap
+    c0 = _costs(p)
     if hasattr(p, "predict_exact"):
-        if fmap.has_kernel:
-            val, test = inst.predict_exact(p, "val"), inst.predict_exact(p, "test")
-            return val, test, "exact", p.exact_evals_per_point()
-        val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
-        test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
-        return val, test, "estimated", 2 * m_test
-    evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0
-    return p.predict(d.X_val), p.predict(d.X_test), "exact", evals
+        if fmap.has_kernel and not free:
+            val = inst.predict_exact(p, "val")
+            c1 = _costs(p)
+            test = inst.predict_exact(p, "test")
+            mode, evals = "exact", p.exact_evals_per_point()
+        else:
+            val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
+            c1 = _costs(p)
+            test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
+            mode, evals = "estimated", 2 * m_test
+    else:
+        evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0
+        val = p.predict(d.X_val)
+        c1 = _costs(p)
+        test = p.predict(d.X_test)
+        mode = "exact"
+    c2 = _costs(p)
+    scored = ((c1[0] - c0[0], c1[1] - c0[1]), (c2[0] - c1[0], c2[1] - c1[1]))
+    return val, test, mode, evals, scored
+
+
+def test_evals_free(spec: LearnerSpec, predictor, m_test: int) -> int | None:
+    """Feature evaluations a test point of the learner's kernel-free predictor costs, from the
+    predictor's state: a kernel expansion's Algorithm 2 (``2 m_test``), a feature expansion's
+    own features (Doubly SGD ``k T``, Fixed-Random ``r``); ``None`` for a learner that needs the
+    kernel (it has no kernel-free predictor) or a pass that returned none."""
+    if spec.needs_kernel or predictor is None:
+        return None
+    if hasattr(predictor, "estimate_evals_per_point"):
+        return predictor.estimate_evals_per_point(m_test)
+    if getattr(getattr(predictor, "fmap", None), "kernel_valued", False):
+        return None
+    return predictor.evals_per_point() if hasattr(predictor, "evals_per_point") else None
 
 
 def reference_losses(data: Dataset, n_estimated: int | None = None) -> dict:
@@ -431,18 +534,25 @@ def finish(
     cell, evaluation = p.cell, exp.evaluation
     t0 = perf_counter()
     res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
+    m = m_test(evaluation, p)
     ev = None
     if reason is None:
         eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
         val_rng = np.random.default_rng(validation_seed(exp.seed, cell))
-        ev, reason = guarded("evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng)
-    ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None)
+        sweep = {
+            s: np.random.default_rng(sweep_seed(exp.seed, cell, s)) for s in evaluation.m_test_sweep
+        }
+        ev, reason = guarded(
+            "evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng, m, sweep
+        )
+    ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None, m_test=m)
     eval_s = perf_counter() - t0
 
     row = _row_head(exp, p, inst)
     row.update(res.counters)
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
+    row.update(_cost_columns(p, res, ev, inst, evaluation, m))
     row.update(reference_losses(inst.data, evaluation.n_estimated(len(inst.data.y_test))))
     if res.predictor is not None:  # None: the pass raised
         diag, why = guarded("diagnostics", diagnostics, p, evaluation.regret_B, res, inst)
@@ -461,6 +571,29 @@ def finish(
     if res.timed_out:  # the limit it ran under: a resume under a higher one runs it again
         record["timeout_s"] = exp.limits.cell_timeout_s
     return record
+
+
+def _cost_columns(
+    p: CellPlan, res: FitResult, ev: dict, inst: Instance, evaluation: EvaluationConfig, m: int
+) -> dict:
+    """The row's protocol and totals (docs/protocol.md §3.2): ``eval_kernel``, ``m_test`` (for
+    a learner scored or estimated by Algorithm 2), ``test_evals_free``, and
+    ``evals_total = train_evals + n_val val_evals + n_test test_evals_psi``,
+    ``kernel_evals_total = kernel_evals + n_val val_kernel_evals + n_test test_kernel_evals``."""
+    n_val, n_test = len(inst.data.y_val), len(inst.data.y_test)
+    c = res.counters
+    uses_m = p.spec.estimated_test or ev["eval_mode"] == "estimated"
+    return {
+        "eval_kernel": evaluation.kernel,
+        "m_test": m if uses_m else None,
+        "test_evals_free": test_evals_free(p.spec, res.predictor, m),
+        "evals_total": int(c.get("train_evals", 0))
+        + n_val * int(ev["val_evals"])
+        + n_test * int(ev["test_evals_psi"]),
+        "kernel_evals_total": int(c.get("kernel_evals", 0))
+        + n_val * int(ev["val_kernel_evals"])
+        + n_test * int(ev["test_kernel_evals"]),
+    }
 
 
 def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
@@ -522,3 +655,5 @@ def mark_diverged(row: dict, res: FitResult, reason: str | None) -> None:
             test_nmse=math.inf,
             online_loss=math.inf,
         )
+        if "test_loss_subset" in row:
+            row["test_loss_subset"] = math.inf

@@ -461,9 +461,14 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
     if budgeted:
         click.echo("# derived budgets (per T and dsgd_k):")
+    # (T, validation + test points): the points scored enter the budget under match: total
+    sizes_of = {}
+    for c in cells:
+        T, n_val, n_test, _ = resources.setting_sizes(cfg, c.data)
+        sizes_of.setdefault(T, n_val + n_test)
     for T in Ts:
         for k in sorted({c.per_round for c in cells if c.per_round is not None}):
-            b = derive(cfg["budget"]["match"], k, T)
+            b = derive(cfg["budget"]["match"], k, T, sizes_of.get(T, 0))
             sizes = ", ".join(
                 f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
                 for m in budgeted

@@ -47,6 +47,7 @@ METRICS = (
     "test_loss_const",
     "test_nmse_const",
     "test_loss_const_subset",
+    "test_loss_subset",
     "regret",
     "regret_estimated",
     "best_loss_B",
@@ -83,7 +84,7 @@ STATUS_COLUMNS = ("diverged", "diverged_reason", "timed_out", "rounds", "wall_s"
 
 def int_columns() -> list[str]:
     """Integer columns that are missing for some learners (budget sizes, for instance)."""
-    return ["dsgd_k", "budget_target", *size_columns()]
+    return ["dsgd_k", "budget_target", *size_columns(), "m_test", "test_evals_free"]
 
 
 MANIFEST = ".ilnrun-manifest.json"
@@ -513,6 +514,22 @@ _OPTIONAL = {
     "features_sampled": (int, type(None)),
     "shrinks": (int, type(None)),
     "test_evals": (int, type(None)),
+    # the evaluation protocol and its costs (docs/protocol.md §3.2)
+    "eval_kernel": (str,),
+    **{
+        c: (int, type(None))
+        for c in (
+            "m_test",
+            "val_evals",
+            "test_evals_psi",
+            "val_kernel_evals",
+            "test_kernel_evals",
+            "evals_total",
+            "kernel_evals_total",
+            "test_evals_free",
+            "diagnostic_evals",
+        )
+    },
 }
 
 
@@ -646,6 +663,9 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
         row["n"] = len(sel)
         for c in ("train_evals", "features_sampled", "shrinks", "test_evals", "wall_s"):
             row[f"{c}_mean"] = float(sel[c].mean())
+        for c in ("evals_total", "kernel_evals_total"):  # absent from records written before them
+            if c in sel:
+                row[f"{c}_mean"] = float(sel[c].mean())
         for metric in (m for m in METRICS if m in sel):
             st = mean_ci(sel[metric].to_numpy(dtype=float))
             row[f"{metric}_mean"] = st["mean"]

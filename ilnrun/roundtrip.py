@@ -66,7 +66,7 @@ import pandas as pd
 
 from . import config as C
 from . import numeric_env
-from .cell import Instance, finish, make_instance, plan, reference_losses
+from .cell import Instance, finish, m_test, make_instance, plan, reference_losses
 from .config.grid import seed_sequence
 from .learners import LEARNERS
 from .results import CellLog, ManifestError, read_manifest
@@ -424,7 +424,7 @@ class LoadedCell:
         kw: dict[str, Any] = {
             "center_y": False,
             "scale_y": False,
-            "m_test": exp.evaluation.m_test,
+            "m_test": m_test(exp.evaluation, plan(exp.budget, self.key, self.instance)),
             "random_state": self.seed,
             **params,
         }

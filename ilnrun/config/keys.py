@@ -6,12 +6,13 @@ existed."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from ..learners import LEARNERS
 from ..learners.base import ETA_SCALE
-from ..params import Param, check_scalar, check_section, key_text, unknown
+from ..params import Param, check_scalar, check_section, check_value, key_text, show, unknown
 
 EVALUATION_PARAMS = (
     # Defaults: the Algorithm-2 test estimate costs 2 m_test n_test_estimated = 40 000 feature
@@ -127,3 +128,167 @@ def add_select_on(raw_eval: Any, cfg: dict, problems: list) -> None:
         select_on = check_select_on(raw_eval["select_on"], cfg["methods"], problems)
         if select_on is not None:
             cfg["evaluation"]["select_on"] = select_on
+
+
+# ``evaluation.kernel``, ``evaluation.m_test``'s rules and ``evaluation.m_test_sweep``
+# (docs/protocol.md §5.4-§5.6): stored in the resolved config only where they differ from what
+# ran before they existed (``kernel: exact``, no sweep, an integer ``m_test``), so cell ids and
+# record digests of configs that do not use them are unchanged.
+KERNEL = Param(
+    "kernel",
+    "str",
+    "exact",
+    "the evaluation protocol: exact (kernel expansions are validated and tested with the "
+    "closed-form kernel where the map has one) or free (no closed-form kernel value anywhere: "
+    "kernel expansions by Algorithm 2 with m_test samples on every validation and test point, "
+    "feature learners on their own features; learners that need the kernel and regret_B are "
+    "refused)",
+    choices=("exact", "free"),
+    listable=False,
+)
+M_TEST_RULES = ("theorem1", "train")
+M_TEST_SWEEP = Param(
+    "m_test_sweep",
+    "int",
+    None,
+    "a list of m: for every kernel-expansion predictor, the Algorithm-2 test NMSE on the first "
+    "n_test_estimated test points with each m (columns test_nmse_estimated_m<m>)",
+    min=1,
+)
+NEW_EVALUATION_KEYS = ("select_on", KERNEL.name, M_TEST_SWEEP.name)
+
+
+def check_m_test(raw: Any, problems: list) -> int | str | dict | None:
+    """``evaluation.m_test``: an integer >= 1, ``theorem1`` (Theorem 1.3's
+    ``ceil(c B^4 T log(BT))``), ``train`` (the cell's training ``m``) or ``{per_T: c}``
+    (``ceil(c T)``, ``c > 0``); ``None`` and a problem naming the key otherwise."""
+    path = "evaluation.m_test"
+    if isinstance(raw, str) and raw in M_TEST_RULES:
+        return raw
+    if isinstance(raw, dict):
+        for key in raw:
+            if key != "per_T":
+                problems.append(unknown(key, ["per_T"], f"{path}.{key_text(key)}"))
+        if "per_T" not in raw:
+            problems.append((path, "a mapping must be {per_T: c} with a number c > 0"))
+            return None
+        c = check_scalar(
+            Param("per_T", "float", None, "", min=0, min_exclusive=True, listable=False),
+            raw["per_T"],
+            f"{path}.per_T",
+            problems,
+        )
+        return None if c is None or len(raw) != 1 else {"per_T": c}
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return check_scalar(EVALUATION_PARAMS[0], raw, path, problems)
+    problems.append(
+        (
+            path,
+            "must be an integer >= 1, 'theorem1', 'train' or a mapping {per_T: c} with c > 0, "
+            f"got {show(raw)}",
+        )
+    )
+    return None
+
+
+def m_test_value(rule: int | str | Mapping, T: int, args: Mapping, hyper: Mapping) -> int:
+    """A cell's Algorithm-2 samples a point under ``evaluation.m_test`` (``rule``): an integer as
+    given; ``{per_T: c}``: ``ceil(c T)``; ``train``: the cell's training ``m`` (its ``fit``
+    keywords ``args``), for a learner without one as ``theorem1``; ``theorem1``: Theorem 1.3's
+    ``m = ceil(c B^4 T log(BT))`` (:func:`~ilnrun.learners.shrinking_gradient.theory_preset`,
+    the one place of the formula) with the cell's ``T``, its ``B`` and Shrinking Gradient's
+    ``c`` (the setting's ``hyper``, else the parameter's default; ``B = 1`` and the default
+    ``c`` for a learner without ``m``)."""
+    from ..learners.shrinking_gradient import C_DEFAULT, theory_preset
+
+    if isinstance(rule, int):
+        return rule
+    if isinstance(rule, Mapping):
+        return max(1, math.ceil(rule["per_T"] * T))
+    train_m = args.get("m")
+    if rule == "train" and train_m is not None:
+        return int(train_m)
+    B = float(args.get("B") or 1.0) if train_m is not None else 1.0
+    c = hyper.get("c") if train_m is not None else None
+    return theory_preset(B, T, C_DEFAULT if c is None else float(c))[1]
+
+
+def plain_evaluation(raw_eval: Any) -> Any:
+    """The raw ``evaluation`` section without an ``m_test`` rule (:func:`add_evaluation_keys`
+    checks it), for the plain section check."""
+    if isinstance(raw_eval, dict) and "m_test" in raw_eval:
+        m = raw_eval["m_test"]
+        if not isinstance(m, int) or isinstance(m, bool):
+            return {k: v for k, v in raw_eval.items() if k != "m_test"}
+    return raw_eval
+
+
+def add_evaluation_keys(raw_eval: Any, cfg: dict, problems: list) -> None:
+    """Store ``evaluation.kernel`` (when ``free``), an ``m_test`` rule and a non-empty
+    ``m_test_sweep`` of the raw ``evaluation`` section in ``cfg["evaluation"]``."""
+    if not isinstance(raw_eval, dict):
+        return
+    ev = cfg["evaluation"]
+    if "m_test" in raw_eval and plain_evaluation(raw_eval) is not raw_eval:
+        m = check_m_test(raw_eval["m_test"], problems)
+        if m is not None:
+            ev["m_test"] = m
+    if "kernel" in raw_eval:
+        kernel = check_scalar(KERNEL, raw_eval["kernel"], "evaluation.kernel", problems)
+        if kernel is not None and kernel != KERNEL.default:
+            ev["kernel"] = kernel
+    if "m_test_sweep" in raw_eval:
+        path = "evaluation.m_test_sweep"
+        sweep = raw_eval["m_test_sweep"]
+        if sweep is None:
+            return
+        sweep = check_value(
+            M_TEST_SWEEP, sweep if isinstance(sweep, list) else [sweep], path, problems
+        )
+        if sweep and all(v is not None for v in sweep):
+            ev["m_test_sweep"] = [int(v) for v in sweep]
+
+
+def check_protocol(cfg: dict, problems: list) -> None:
+    """What the evaluation protocol needs from the other sections: under ``kernel: free`` no
+    learner that needs the kernel and no ``regret_B``; ``budget.match: total`` only under
+    ``kernel: free`` with ``m_test: train`` (its unit costs count Algorithm 2 at the training
+    m on every validation and test point; docs/budgets.md §6)."""
+    ev = cfg["evaluation"]
+    free = ev.get("kernel", KERNEL.default) == "free"
+    if free:
+        for name in cfg["methods"]:
+            if LEARNERS[name].needs_kernel:
+                problems.append(
+                    (
+                        f"methods.{name}",
+                        "needs the closed-form kernel, which evaluation.kernel: free forbids "
+                        "(leave it out, or use kernel: exact)",
+                    )
+                )
+        if ev.get("regret_B") is not None:
+            problems.append(
+                (
+                    "evaluation.regret_B",
+                    "the regret uses the closed-form kernel, which evaluation.kernel: free "
+                    "forbids (set it to null)",
+                )
+            )
+    for name in cfg["methods"] if cfg["budget"]["match"] == "total" else ():
+        size = LEARNERS[name].budget
+        if size is not None and not size.counts_scoring:
+            problems.append(
+                (
+                    f"methods.{name}",
+                    "its budget size declares cost(match, T), without the points scored that "
+                    "budget.match: total needs (cost(match, T, n_eval))",
+                )
+            )
+    if cfg["budget"]["match"] == "total" and not (free and ev["m_test"] == "train"):
+        problems.append(
+            (
+                "budget.match",
+                "total matches training + validation + test evaluations of kernel-free "
+                "predictors: it needs evaluation.kernel: free and evaluation.m_test: train",
+            )
+        )

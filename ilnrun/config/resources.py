@@ -51,6 +51,7 @@ from ..theory import (
 )
 from ..threads import usable_cpus
 from . import grid
+from .keys import m_test_value
 
 PROCESS_BYTES = 200 * 2**20  # a worker after its imports (measured ~75 MiB; sklearn adds more)
 INSTANCE_CACHE = 2  # dataset instances a process keeps (ilnrun.cell._CACHE_SIZE)
@@ -211,17 +212,18 @@ def _file_bytes(cfg, setting: dict) -> int:
     )
 
 
-def _estimate_stage(cfg, setting: dict, every: bool = False) -> Stage:
+def _estimate_stage(cfg, setting: dict, every: bool = False, m: int | None = None) -> Stage:
     """Algorithm-2 test estimates (``KernelExpansion.predict_estimated``): per chunk of
     ``rows = min(n, 2^20 // m_test)`` points the multinomial counts and their tiled indices
     (``2 rows T`` integers), and ``rows m_test`` pairs with their parameters and gathered
     inputs (about as many numbers as ``w``); ``n`` is ``n_test_estimated``, or every
-    validation / test point (``every``: a map without a closed-form kernel evaluates kernel
-    expansions only so)."""
+    validation / test point (``every``: a map without a closed-form kernel, or
+    ``evaluation.kernel: free``, evaluates kernel expansions only so); ``m`` the cell's
+    ``m_test`` (the largest of ``m_test_sweep`` where larger)."""
     fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
     T, n_val, n_test, D = setting_sizes(cfg, setting)
     ev = cfg["evaluation"]
-    m = int(ev["m_test"])
+    m = max([int(ev["m_test"]) if m is None else m, *ev.get("m_test_sweep", ())])
     n = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
     if every:
         n = max(n_val, n_test)
@@ -249,7 +251,8 @@ def estimates(cfg) -> list[CellEstimate]:
     fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
     ev = cfg["evaluation"]
     methods = cfg["methods"]
-    blocks = any(LEARNERS[n].kernel_blocks for n in methods)
+    free = ev.get("kernel") == "free"  # no kernel block is formed
+    blocks = not free and any(LEARNERS[n].kernel_blocks for n in methods)
     regret = ev["regret_B"] is not None and any(
         LEARNERS[n].exact_online_loss is not None for n in methods
     )
@@ -267,7 +270,9 @@ def estimates(cfg) -> list[CellEstimate]:
                 for k in grid.as_list(cfg["budget"]["dsgd_k"]):
                     size = None
                     if spec.takes_budget(h):
-                        size = derive(cfg["budget"]["match"], k, T).size(spec.budget.name)
+                        size = derive(cfg["budget"]["match"], k, T, n_val + n_test).size(
+                            spec.budget.name
+                        )
                     args = spec.fit_arguments(h, size, T)
                     if spec.budget is not None:
                         size = args.get(spec.budget.name, size)
@@ -279,9 +284,11 @@ def estimates(cfg) -> list[CellEstimate]:
                             _learner_knob(name, h, args),
                         ),
                     ]
-                    if own_blocks and (spec.estimated_test or not fmap.has_kernel):
-                        # Algorithm 2 at test time (every point for a map without a kernel)
-                        stages.append(_estimate_stage(cfg, setting, not fmap.has_kernel))
+                    m_test = m_test_value(ev["m_test"], T, args, h)
+                    every = free or not fmap.has_kernel
+                    if own_blocks and (spec.estimated_test or every):
+                        # Algorithm 2 at test time (every point without the kernel)
+                        stages.append(_estimate_stage(cfg, setting, every, m_test))
                     elif not own_blocks:
                         copies = fmap.kernel_copies
                         stages.append(
@@ -297,7 +304,9 @@ def estimates(cfg) -> list[CellEstimate]:
                         else T * (T - 1) // 2
                     )
                     secs = seconds(name, size, T, D, w, args, cfg["feature_map"]["kind"])
-                    secs += _eval_seconds(cfg, (T, n_val, n_test, D), w, spec, diag_n)
+                    secs += _eval_seconds(
+                        cfg, (T, n_val, n_test, D), w, spec, diag_n, m_test, every
+                    )
                     out.append(
                         CellEstimate(
                             name,
@@ -355,16 +364,29 @@ def kernel_value_seconds(fmap_kind: str, D: int) -> float:
     return 2 * D * SECONDS_PER_GEMM_FLOP + FEATURE_MAPS[fmap_kind].kernel_copies * 1.5e-8
 
 
-def _eval_seconds(cfg, sizes, w: int, spec, diag_n: int) -> float:
+def _eval_seconds(
+    cfg, sizes, w: int, spec, diag_n: int, m_test: int | None = None, every: bool = False
+) -> float:
     """Rough seconds of a cell's own evaluation and regret: Algorithm-2 estimates (``2 m_test``
-    evaluations a point) and the replay of the exact online predictions (``T^2``, or ``T p``
-    in the primal). What an instance computes once for its cells is :func:`instance_seconds`."""
+    evaluations a point, ``m_test`` the cell's: on the first ``n_test_estimated`` test and
+    validation points for a learner with an averaged predictor, and on every validation and test
+    point when a kernel expansion is scored without the kernel, ``every``; ``2 m`` a point on
+    the first ``n_test_estimated`` test points for each ``m`` of ``m_test_sweep``) and the
+    replay of the exact online predictions (``T^2``, or ``T p`` in the primal). What an
+    instance computes once for its cells is :func:`instance_seconds`."""
     T, n_val, n_test, D = sizes
     ev = cfg["evaluation"]
     n_est = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
+    m = int(ev["m_test"]) if m_test is None else m_test
     s = 0.0
+    pairs = 0
     if spec.estimated_test:
-        s += SECONDS_PER_PAIR * 2 * int(ev["m_test"]) * n_est * (4 + w)
+        pairs += 2 * m * n_est
+    if spec.kernel_blocks:
+        if every:
+            pairs += 2 * m * (n_val + n_test)
+        pairs += sum(2 * int(ms) * n_est for ms in ev.get("m_test_sweep", ()))
+    s += SECONDS_PER_PAIR * pairs * (4 + w)
     if diag_n:
         s += 1e-9 * T * diag_n
     return s

@@ -34,7 +34,15 @@ from ..params import (
 )
 from ..safe_yaml import YamlLimitError, load_bounded
 from . import grid, resources
-from .keys import EVALUATION_PARAMS, add_select_on, check_method
+from .keys import (
+    EVALUATION_PARAMS,
+    NEW_EVALUATION_KEYS,
+    add_evaluation_keys,
+    add_select_on,
+    check_method,
+    check_protocol,
+    plain_evaluation,
+)
 from .typed import Experiment
 
 BUDGET_PARAMS = (
@@ -245,7 +253,11 @@ def resolve(
     cfg["budget"] = check_section(raw.get("budget"), BUDGET_PARAMS, "budget", problems)
     raw_eval = raw.get("evaluation")
     cfg["evaluation"] = check_section(
-        raw_eval, EVALUATION_PARAMS, "evaluation", problems, skip=("select_on",)
+        plain_evaluation(raw_eval),
+        EVALUATION_PARAMS,
+        "evaluation",
+        problems,
+        skip=NEW_EVALUATION_KEYS,
     )
     cfg["limits"] = check_section(raw.get("limits"), LIMITS_PARAMS, "limits", problems)
     cfg["engine"] = check_scalar(ENGINE, raw.get("engine", DEFAULT_ENGINE), "engine", problems)
@@ -272,6 +284,7 @@ def resolve(
                 continue
             cfg["methods"][mname] = check_method(mname, mraw, problems)
     add_select_on(raw_eval, cfg, problems)
+    add_evaluation_keys(raw_eval, cfg, problems)
     if not problems:
         _resolve_paths(cfg, base_dir, problems)
     if not problems:
@@ -338,6 +351,7 @@ def _cross_checks(cfg: dict, problems: list) -> None:
     """What the sections need from each other: the dataset's own checks, closed-form kernels,
     budget sizes of at least 1, the data the feature map can work with, and resources."""
     _dataset_checks(cfg, problems)
+    check_protocol(cfg, problems)
     fm = cfg["feature_map"]["kind"]
     has_kernel = FEATURE_MAPS[fm].has_kernel
     for name in cfg["methods"]:
@@ -345,10 +359,9 @@ def _cross_checks(cfg: dict, problems: list) -> None:
             problems.append(
                 (f"methods.{name}", f"needs a closed-form kernel; feature map {fm!r} has none")
             )
-    ds = cfg["dataset"]
-    for T in _as_list(ds["T"]):
+    for T, n_eval in _budget_sizes(cfg, problems):
         for k in _as_list(cfg["budget"]["dsgd_k"]):
-            b = derive(cfg["budget"]["match"], k, T)
+            b = derive(cfg["budget"]["match"], k, T, n_eval)
             for name in cfg["methods"]:
                 size = LEARNERS[name].budget
                 if size is not None and b.size(size.name) < 1:
@@ -363,6 +376,18 @@ def _cross_checks(cfg: dict, problems: list) -> None:
         _resource_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
+
+
+def _budget_sizes(cfg: dict, problems: list) -> list[tuple[int, int]]:
+    """``(T, n_eval)`` for every budget the config matches: each ``dataset.T`` with
+    ``n_eval = 0``, or under ``budget.match: total`` each dataset setting's ``T`` and its
+    validation + test points (none after another problem: the sizes may not be known)."""
+    if cfg["budget"]["match"] != "total":
+        return [(T, 0) for T in _as_list(cfg["dataset"]["T"])]
+    if problems:
+        return []
+    sizes = [resources.setting_sizes(cfg, s) for s in grid.dataset_settings(cfg)]
+    return list(dict.fromkeys((T, n_val + n_test) for T, n_val, n_test, _ in sizes))
 
 
 def has_jax_twin(fmap_cls: type[FeatureMap]) -> bool:

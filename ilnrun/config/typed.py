@@ -42,16 +42,20 @@ class BudgetConfig:
 
 @dataclass(frozen=True)
 class EvaluationConfig:
-    """``evaluation``: Algorithm-2 samples ``m_test`` and test points ``n_test_estimated`` of the
-    estimated test loss, the regret radius ``regret_B`` (``None``: no regret) and the learning
-    curve's ``curve_points``."""
+    """``evaluation``: Algorithm-2 samples ``m_test`` (an integer or a rule:
+    :func:`ilnrun.config.keys.m_test_value`) and test points ``n_test_estimated`` of the
+    estimated test loss, the regret radius ``regret_B`` (``None``: no regret), the learning
+    curve's ``curve_points``, the protocol ``kernel`` (``exact`` or ``free``) and the
+    Algorithm-2 ``m_test_sweep``."""
 
-    m_test: int
+    m_test: int | str | Mapping
     n_test_estimated: int | str
     regret_B: float | None
     curve_points: int
     raw: dict
     select_on: str | Mapping = "exact"
+    kernel: str = "exact"
+    m_test_sweep: tuple[int, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping) -> EvaluationConfig:
@@ -62,7 +66,14 @@ class EvaluationConfig:
             curve_points=d["curve_points"],
             raw=_freeze(d),
             select_on=d.get("select_on", "exact"),
+            kernel=d.get("kernel", "exact"),
+            m_test_sweep=tuple(d.get("m_test_sweep") or ()),
         )
+
+    @property
+    def free(self) -> bool:
+        """Whether no closed-form kernel value may be computed (``kernel: free``)."""
+        return self.kernel == "free"
 
     def selects_on(self, method: str, estimated_validation: bool) -> str:
         """``exact`` or ``estimated``: what ``method``'s settings are selected on

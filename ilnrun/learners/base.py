@@ -108,19 +108,44 @@ class OnlinePass:
         return FitResult(predictor, self.losses, counters, self.diverged, self.timed_out, **more)
 
 
+def new_costs() -> dict[str, int]:
+    """A predictor's evaluation counters: ``psi`` (feature evaluations ``psi(x; w)``) and
+    ``kernel`` (closed-form kernel values ``k(x, x')``) spent by its predictions so far."""
+    return {"psi": 0, "kernel": 0}
+
+
 @dataclass
 class KernelExpansion:
     """``f(x) = sum_i alpha_i k(x_i, x)`` over the stored training inputs (``f = sum alpha_i
-    Phi(x_i)``, ILN paper Algorithm 1)."""
+    Phi(x_i)``, ILN paper Algorithm 1).
+
+    ``costs`` counts what its predictions spend (docs/protocol.md §3.2): an exact prediction
+    ``|supp alpha|`` kernel values a point (:meth:`exact_evals_per_point`; added by
+    :meth:`predict_exact` and by whoever evaluates it in the primal,
+    :meth:`count_exact`), an Algorithm-2 estimate ``2 m`` feature evaluations a point (``m``
+    on the drawn stored ``x_i``, ``m`` on the point; none when ``alpha = 0``: nothing is drawn),
+    added by :meth:`predict_estimated` for the points it was asked for."""
 
     alpha: np.ndarray
+    costs: dict = field(default_factory=new_costs, repr=False, compare=False)
 
     def predict_exact(self, K_eval_train: np.ndarray) -> np.ndarray:
         """Exact ``f(x) = K(x, X_train) alpha`` given the precomputed kernel block."""
+        self.count_exact(len(K_eval_train))
         return K_eval_train[:, : len(self.alpha)] @ self.alpha
 
+    def count_exact(self, n: int) -> None:
+        """Count ``n`` exact predictions: :meth:`exact_evals_per_point` kernel values each."""
+        self.costs["kernel"] += n * self.exact_evals_per_point()
+
     def exact_evals_per_point(self) -> int:
+        """Kernel values of one exact prediction: the support size ``|{i: alpha_i != 0}|``."""
         return int(np.count_nonzero(self.alpha))
+
+    def estimate_evals_per_point(self, m: int) -> int:
+        """Feature evaluations of one Algorithm-2 estimate with ``m`` samples: ``2 m`` (``0``
+        when ``alpha = 0``: the estimate is 0 and nothing is drawn)."""
+        return 2 * int(m) if np.any(self.alpha) else 0
 
     def predict_estimated(
         self,
@@ -143,10 +168,12 @@ class KernelExpansion:
 
         Compiled where that is faster (:meth:`estimate_compiled`: ReLU and Fourier maps;
         :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`): the
-        same draws and numbers, bit for bit."""
+        same draws and numbers, bit for bit. Adds its ``2 m`` evaluations a point to
+        ``costs["psi"]``."""
         from . import estimate_kernels
         from . import shrinking_gradient_kernels as kernels
 
+        self.costs["psi"] += len(X_eval) * self.estimate_evals_per_point(m)
         run = self.estimate_numpy
         if type(rng) is np.random.Generator:
             if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
@@ -296,13 +323,20 @@ class _CoordinateProducts:
 @dataclass
 class FeatureExpansion:
     """``f(x) = sum_j c_j psi(x; w_j)`` over stored feature parameters (Dai et al. Algorithm 2;
-    Fixed-Random's ``beta . z(x)`` with ``c = beta / sqrt(r)``)."""
+    Fixed-Random's ``beta . z(x)`` with ``c = beta / sqrt(r)``).
+
+    ``costs`` counts what :meth:`predict` spends: ``len(W)`` evaluations a point, feature
+    evaluations ``psi`` — or closed-form kernel values where the "features" are kernel columns
+    (a map with ``kernel_valued = True``: Nyström's landmarks)."""
 
     W: np.ndarray
     coef: np.ndarray
     fmap: FeatureMap
+    costs: dict = field(default_factory=new_costs, repr=False, compare=False)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
+        kind = "kernel" if getattr(self.fmap, "kernel_valued", False) else "psi"
+        self.costs[kind] += len(X) * self.evals_per_point()
         return self.fmap.expansion(X, self.W, self.coef)
 
     def evals_per_point(self) -> int:
@@ -377,17 +411,31 @@ class BudgetSize:
     """How a budgeted learner spends the matched budget (docs/budgets.md §4).
 
     ``name`` is the size the learner takes (``m``, ``k``, ``r``: the keyword of its ``fit``);
-    ``cost(match, T)`` what one unit of that size spends over a pass of ``T`` rounds, in the unit
-    of the convention ``match`` (``evaluations`` or ``samples``), so the size is the budget
-    target divided by the cost, rounded (:func:`ilnrun.budget.derive`); ``expected(size, T)`` the
-    counters the learner must report for that size.
+    ``cost(match, T, n_eval)`` what one unit of that size spends over a pass of ``T`` rounds, in
+    the unit of the convention ``match`` (``evaluations``, ``samples``, or ``total``: the pass
+    and its kernel-free predictions on ``n_eval`` validation and test points), so the size is
+    the budget target divided by the cost, rounded (:func:`ilnrun.budget.derive`);
+    ``expected(size, T)`` the counters the learner must report for that size.
     """
 
     name: str
-    cost: Callable[[str, int], int]
+    cost: Callable[..., int]
     expected: Callable[[int, int], dict[str, int]]
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
+
+    def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
+        """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner
+        declared before ``total`` existed) serves every convention but ``total`` (``None``:
+        the learner cannot be matched under it)."""
+        if self.counts_scoring:
+            return self.cost(match, T, n_eval)
+        return None if match == "total" else self.cost(match, T)
+
+    @property
+    def counts_scoring(self) -> bool:
+        """Whether ``cost`` takes the points scored (``cost(match, T, n_eval)``)."""
+        return len(inspect.signature(self.cost).parameters) >= 3
 
 
 # ``methods.<learner>.eta_scale``: the unit of ``eta`` (docs/protocol.md §5.3), a key of every

@@ -328,7 +328,11 @@ SPEC = LearnerSpec(
     budget=BudgetSize(
         "k",
         # round t evaluates the k (t - 1) earlier features and its k new ones on x_t
-        cost=lambda match, T: T * (T + 1) // 2 if match == "evaluations" else T,
+        # total: and all k T features on every validation and test point
+        cost=lambda match, T, n: {
+            "evaluations": T * (T + 1) // 2,
+            "total": T * (T + 1) // 2 + n * T,
+        }.get(match, T),
         expected=lambda k, T: {"train_evals": k * T * (T + 1) // 2, "features_sampled": k * T},
         doc="random features drawn per round",
     ),

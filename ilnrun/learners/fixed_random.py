@@ -177,7 +177,8 @@ SPEC = LearnerSpec(
     ),
     budget=BudgetSize(
         "r",
-        cost=lambda match, T: T if match == "evaluations" else 1,
+        # total: and the r features on every validation and test point
+        cost=lambda match, T, n: {"evaluations": T, "total": T + n}.get(match, 1),
         expected=lambda r, T: {"train_evals": r * T, "features_sampled": r},
         doc="random features drawn once, each evaluated on every x_t",
         default=100,

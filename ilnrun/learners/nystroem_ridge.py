@@ -67,7 +67,10 @@ RIDGE = Param(
 class LandmarkKernel(FeatureMap):
     """The kernel columns of a feature map as "features": ``psi(x; l) = k(x, l)`` with the
     parameter ``l`` a landmark row, so that ``sum_j c_j psi(x; l_j)`` is Nyström's predictor
-    (not drawn from a distribution: not a registered map)."""
+    (not drawn from a distribution: not a registered map). Its "evaluations" are closed-form
+    kernel values (``kernel_valued``: counted as kernel values, never as feature evaluations)."""
+
+    kernel_valued = True
 
     def __init__(self, fmap: FeatureMap) -> None:
         super().__init__(fmap.d)

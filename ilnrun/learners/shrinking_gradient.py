@@ -94,6 +94,9 @@ def gather_pairs(pairs, X: np.ndarray, i: np.ndarray, w: np.ndarray, order, i_so
     return out
 
 
+C_DEFAULT = 1.0  # the default of the theory preset's constant c (PARAMS' "c")
+
+
 def theory_preset(B: float, T: int, c: float) -> tuple[float, int]:
     """Theorem 1's setting: ``eta = B / sqrt(T)``, ``m = ceil(c B^4 T log(B T))``."""
     return B / math.sqrt(T), max(1, math.ceil(c * B**4 * T * math.log(max(B * T, math.e))))
@@ -378,7 +381,7 @@ PARAMS = (
     Param(
         "c",
         "float",
-        1.0,
+        C_DEFAULT,
         "constant of the theory preset's m",
         min=0,
         min_exclusive=True,
@@ -444,7 +447,10 @@ SPEC = LearnerSpec(
     params=PARAMS,
     budget=BudgetSize(
         "m",
-        cost=lambda match, T: 2 * (T - 1) if match == "evaluations" else T - 1,
+        # total: the training m also estimates on every validation and test point (2 m each)
+        cost=lambda match, T, n: {"evaluations": 2 * (T - 1), "total": 2 * (T - 1 + n)}.get(
+            match, T - 1
+        ),
         expected=lambda m, T: {"train_evals": 2 * m * (T - 1), "features_sampled": m * (T - 1)},
         doc="samples per round of Algorithm 2 (two evaluations each, none at round 1)",
         default=100,

@@ -61,7 +61,7 @@ def render(r: ReportData) -> list[str]:
     rows = []
     for T in T_values:
         for k in r.ks:
-            d = derive(b["match"], k, int(T))
+            d = derive(b["match"], k, int(T), _scored_points(cfg, T))
             rows.append([T, k, f"{d.target:,}"] + [d.size(s.budget.name) for s in specs])
     head = ["T", "k", f"target ({b['match']})"] + [f"{s.budget.name} ({s.short})" for s in specs]
     L += [
@@ -118,3 +118,15 @@ def applies(choice: str, ds: dict) -> bool:
     labels are not scaled by their largest training value (the target is scaled to that RKHS
     norm instead, which the dataset's own ``rkhs_norm`` sentence says)."""
     return not (ds.get("rkhs_norm") is not None and MAX_LABEL_SCALING in choice)
+
+
+def _scored_points(cfg, T) -> int:
+    """Validation + test points of the first dataset setting with ``T`` rounds (what the
+    ``total`` budget convention counts; 0 when none is found)."""
+    from ...config import grid, resources
+
+    for setting in grid.dataset_settings(cfg):
+        t, n_val, n_test, _ = resources.setting_sizes(cfg, setting)
+        if t == int(T):
+            return n_val + n_test
+    return 0
