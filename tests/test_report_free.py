@@ -31,9 +31,11 @@ SWEEP = [20, 200]
 
 
 def _has_key(name: str) -> bool:
-    from ilnrun.config.keys import EVALUATION_PARAMS
+    """Whether this tree's config takes ``evaluation.<name>``."""
+    from ilnrun.config import keys
 
-    return any(p.name == name for p in EVALUATION_PARAMS)
+    names = {p.name for p in keys.EVALUATION_PARAMS}
+    return name in names.union(getattr(keys, "NEW_EVALUATION_KEYS", ()))
 
 
 def stand_in(runs: pd.DataFrame) -> pd.DataFrame:
