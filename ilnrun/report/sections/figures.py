@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...results import copy_atomic
 from ..data import ReportData
+from .tables import spread
 
 FIGURES = ("figure1", "budget_sweep", "regret", "curves", "frontier", "m_test")
 # the figures this section shows (``m_test`` is shown by its own section)
@@ -13,15 +14,15 @@ SHOWN = FIGURES[:5]
 FRONTIER = (
     "How to read `frontier.png`: each point is one learner at one budget; x is what one cell "
     "cost in total (ψ-evaluations of training, validation and test, plus closed-form kernel "
-    "values; log scale), y the test NMSE of the selected setting (mean over repetitions, 95% "
-    "CI). Down and to the left is better: at equal cost the lower curve reaches the lower "
-    'NMSE. Hollow points, labelled "(kernel)", were scored with the closed-form kernel, '
-    "which a user without the kernel cannot do (its values counted as evaluations); filled "
-    "points are kernel-free. In an exact run the proposed learner's kernel-free predictor is "
-    "drawn dotted: selected on its Algorithm-2 validation loss, its Algorithm-2 test NMSE at "
-    "the cost of training plus Algorithm 2 on every validation and test point "
-    "(`train_evals + test_evals_free · (n_val + n_test)`). Points above the grey NMSE = 1 line "
-    "do worse than predicting the mean."
+    "values; log scale), y the test NMSE of the selected setting ({spread}). Down and to the "
+    "left is better: at equal cost the lower curve reaches the lower NMSE. Hollow points, "
+    "labelled “(kernel)”, were scored with the closed-form kernel, which a user without the "
+    "kernel cannot do (its values counted as evaluations); filled points are kernel-free. In "
+    "an exact run the proposed learner's kernel-free predictor is drawn dotted: selected on "
+    "its Algorithm-2 validation loss, its Algorithm-2 test NMSE at the cost of training plus "
+    "Algorithm 2 on every validation and test point (`train_evals + test_evals_free · (n_val "
+    "+ n_test)`). Points above the grey NMSE = 1 line do no better than predicting the "
+    "test-label mean."
 )
 
 
@@ -44,7 +45,7 @@ def render(r: ReportData) -> list[str]:
     for n in names:
         L += [f"![{n}]({n})", ""]
         if n == "frontier.png":
-            L += [FRONTIER, ""]
+            L += [FRONTIER.format(spread=spread(r)), ""]
     if "frontier.png" not in names:
         from ...plots import frontier_missing
 

@@ -65,8 +65,18 @@ def nmse_lines(r: ReportData) -> list[str]:
         ]
         if parts:
             at = f"At k = {k}" if k is not None else "Overall"
-            L.append(f"- {at}, test NMSE of the one repetition: " + "; ".join(parts) + ".")
+            what = f" ({protocol_clause(r)})" if protocol_clause(r) else ""
+            L.append(f"- {at}, test NMSE of the one repetition{what}: " + "; ".join(parts) + ".")
     return L
+
+
+def protocol_clause(r: ReportData) -> str:
+    """How the run's own tables evaluated the learners, in the words of the headline: the
+    proposed learners with the closed-form kernel (exact run), or every learner without it."""
+    if r.eval_kernel == "free":
+        return "every learner selected and evaluated with no closed-form kernel value"
+    subjects = ", ".join(label(m) for m in r.proposed)
+    return f"{subjects} selected and evaluated with the closed-form kernel" if subjects else ""
 
 
 def mean_lines(r: ReportData) -> list[str]:
@@ -95,15 +105,8 @@ def mean_lines(r: ReportData) -> list[str]:
     ev = r.cfg["evaluation"]
     n_est = ev.get("n_test_estimated", "all")
     points = "all test points" if n_est == "all" else f"first {n_est} test points"
-    subjects = ", ".join(label(m) for m in r.proposed)
-    if free_run:
-        how = "test loss without the kernel"
-        tail = "; every learner selected and evaluated with no closed-form kernel value"
-    else:
-        how = "exact test loss"
-        tail = (
-            f"; {subjects} selected and evaluated with the closed-form kernel" if subjects else ""
-        )
+    how = "test loss without the kernel" if free_run else "exact test loss"
+    tail = f"; {protocol_clause(r)}" if protocol_clause(r) else ""
     L = []
     for k in r.ks or [None]:
         parts = []
