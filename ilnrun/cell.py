@@ -318,6 +318,8 @@ def evaluate(
     out.update({sweep_column(m): math.nan for m in evaluation.m_test_sweep})
     d = inst.data
     m_test = evaluation.m_test if m_test is None else m_test
+    if isinstance(m_test, (str, dict)):  # a rule: the caller resolves it for the cell (m_test())
+        raise TypeError(f"evaluate() needs the cell's m_test for the rule {m_test!r}")
     n_est = evaluation.n_estimated(len(d.y_test))
     if res.diverged:
         out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)

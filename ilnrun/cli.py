@@ -486,7 +486,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
 @main.command(name="list")
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
-    from .config.keys import SELECT_ON
+    from .config.keys import KERNEL, M_TEST_SWEEP, SELECT_ON
     from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
     from .datasets import DATASETS
     from .features import FEATURE_MAPS
@@ -511,7 +511,7 @@ def list_() -> None:
             click.echo(f"      {p.describe()}")
     for section, params in (
         ("budget", BUDGET_PARAMS),
-        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON)),
+        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON, KERNEL, M_TEST_SWEEP)),
         ("limits", LIMITS_PARAMS),
     ):
         click.echo(f"{section}:")

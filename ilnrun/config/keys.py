@@ -23,7 +23,9 @@ EVALUATION_PARAMS = (
         "int",
         100,
         "Algorithm-2 samples per point for estimated predictions (noisy at 100: raise it, e.g. "
-        "to the training m, for a test_loss_estimated that compares with the online loss)",
+        "to the training m, for a test_loss_estimated that compares with the online loss); or a "
+        "rule per cell: theorem1 (Theorem 1.3's ceil(c B^4 T log(BT))), train (the training m) "
+        "or {per_T: c} (ceil(c T))",
         min=1,
         listable=False,
     ),
