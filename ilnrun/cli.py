@@ -378,9 +378,12 @@ def plot(results_dir: str, formats: str) -> None:
     names = [f"{n}.{f}" for n in FIGURES for f in fmts]
     with _results_errors(d):
         claim_outputs(d, names, results=True)
-        paths = plot_results(d, fmts)
+        notes: list[str] = []
+        paths = plot_results(d, fmts, notes)
     for p in paths:
         click.echo(str(p))
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
 
 
 @main.command()
