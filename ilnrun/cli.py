@@ -388,9 +388,12 @@ def plot(results_dir: str, formats: str, out: str | None) -> None:
     with _results_errors(d):
         same = target.exists() and target.resolve() == d.resolve()
         claim_outputs(target, names, results=same)
-        paths = plot_results(d, fmts, out_dir=target)
+        notes: list[str] = []
+        paths = plot_results(d, fmts, notes, out_dir=target)
     for p in paths:
         click.echo(str(p))
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
 
 
 def _beside_packed(d: Path, out: str | None) -> Path:

@@ -7,7 +7,8 @@ predictor.
 
 Parameters ``W`` for ``n`` draws are an ndarray whose first axis has length ``n``:
 ``coordinate`` -> int indices ``(n,)``; ``relu`` -> ``(n, d)``; ``fourier`` -> ``(n, d + 1)`` with
-the phase ``b`` in the last column.
+the phase ``b`` in the last column; ``random_net`` -> ``(n, h d + h)``: the hidden layer ``W``
+row-major, then the output weights ``v``.
 
 Each map is one class that also declares its config parameters (``params``), how it is built
 from a resolved ``feature_map`` section (``from_config``), the problems a dataset can cause it
@@ -55,9 +56,22 @@ class FeatureMap(ABC):
         return None
 
     @classmethod
-    def param_floats(cls, d: int) -> int:
-        """Numbers stored per drawn parameter ``w`` for inputs in ``R^d`` (memory estimates)."""
+    def param_floats(cls, d: int, spec: dict | None = None) -> int:
+        """Numbers stored per drawn parameter ``w`` for inputs in ``R^d`` (memory estimates);
+        ``spec``: the resolved ``feature_map`` section (``None``: the parameters' defaults)."""
         return d
+
+    @classmethod
+    def hidden_width(cls, spec: dict | None = None) -> int:
+        """Numbers formed per evaluation besides the input's (a hidden layer: its width; 1 for
+        one unit): the blocks of :meth:`expansion`, :meth:`kernel_estimate` and the Algorithm-2
+        estimates hold this many times fewer evaluations. ``spec`` as in :meth:`param_floats`."""
+        return 1
+
+    @property
+    def depth(self) -> int:
+        """:meth:`hidden_width` of this instance."""
+        return self.hidden_width(self.describe())
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -79,7 +93,7 @@ class FeatureMap(ABC):
 
     def expansion(self, X: np.ndarray, W: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """``f(X[a]) = sum_j coef[j] psi(X[a]; W[j])``, in row blocks of bounded memory."""
-        rows = max(1, (1 << 22) // max(1, len(W)))
+        rows = max(1, (1 << 22) // max(1, len(W) * self.depth))
         out = np.empty(len(X))
         for a in range(0, len(X), rows):
             out[a : a + rows] = self.matrix(X[a : a + rows], W) @ coef
@@ -88,6 +102,32 @@ class FeatureMap(ABC):
     def kernel(self, X1: np.ndarray, X2: np.ndarray) -> np.ndarray:
         """Closed-form ``K[a, b] = k(X1[a], X2[b])``; raises if the map has none."""
         raise NotImplementedError(f"feature map {self.name!r} has no closed-form kernel")
+
+    def kernel_estimate(
+        self, X1: np.ndarray, X2: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The Monte-Carlo kernel over ``n`` fresh draws ``w_j ~ mu`` and its standard error:
+        ``K[a, b] = (1/n) sum_j psi(X1[a]; w_j) psi(X2[b]; w_j)`` (an unbiased estimate of
+        ``k(X1[a], X2[b])``, ILN paper Eq. 1) and ``stderr[a, b] = s_ab / sqrt(n)`` with
+        ``s_ab`` the sample standard deviation (ddof 1) of the ``n`` products. The draws are
+        made in blocks (:meth:`sample` of a block, then the next), so that memory stays about
+        ``2^22`` numbers beyond the two ``len(X1) x len(X2)`` sums; the products' mean and
+        second moment are accumulated by matrix products."""
+        n = int(n)
+        if n < 2:
+            raise ValueError(f"kernel_estimate needs n >= 2 draws, got {n}")
+        per_draw = (len(X1) + len(X2)) * self.depth + self.param_floats(self.d, self.describe())
+        block = max(1, (1 << 22) // max(1, per_draw))
+        S = np.zeros((len(X1), len(X2)))
+        S2 = np.zeros((len(X1), len(X2)))
+        for lo in range(0, n, block):
+            W = self.sample(rng, min(block, n - lo))
+            P1, P2 = self.matrix(X1, W), self.matrix(X2, W)
+            S += P1 @ P2.T
+            S2 += (P1 * P1) @ (P2 * P2).T
+        K = S / n
+        var = np.maximum(S2 / n - K * K, 0.0) * (n / (n - 1))
+        return K, np.sqrt(var / n)
 
     @classmethod
     def primal_dim(cls, d: int) -> int | None:
@@ -152,7 +192,7 @@ class Coordinate(FeatureMap):
     )
 
     @classmethod
-    def param_floats(cls, d: int) -> int:
+    def param_floats(cls, d: int, spec: dict | None = None) -> int:
         return 1
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -288,7 +328,7 @@ class Fourier(FeatureMap):
     MIN_SIGMA = 1e-8
 
     @classmethod
-    def param_floats(cls, d: int) -> int:
+    def param_floats(cls, d: int, spec: dict | None = None) -> int:
         return d + 1
 
     def __init__(self, d: int, sigma: float, rule: str = "given") -> None:
@@ -379,7 +419,111 @@ class Fourier(FeatureMap):
         return None
 
 
-FEATURE_MAPS: dict[str, type[FeatureMap]] = {c.name: c for c in (Coordinate, ReLU, Fourier)}
+class RandomNet(FeatureMap):
+    """One random unit of a network with two random layers, hidden width ``h`` (the case the
+    ILN paper is written for: a kernel that is an expectation over random units, Section 1):
+    ``w = (W, v)``, ``W in R^{h x d}`` and ``v in R^h`` with iid ``N(0, 1)`` entries,
+
+        psi(x; w) = 2 relu(v . relu(W x) / sqrt(h)).
+
+    Scale: given ``W``, ``v . relu(W x) / sqrt(h) ~ N(0, |relu(W x)|^2 / h)``, so
+    ``E psi(x; w)^2 = 4 E|relu(W x)|^2 / (2 h) = 2 E relu(w_1 . x)^2 = |x|^2``: ``k(x, x) = |x|^2``
+    for every ``h``, as for the ``relu`` map. The kernel ``k(x, x') = E_w psi(x; w) psi(x'; w)``
+    has no closed form at finite ``h`` (``has_kernel = False``; as ``h -> infinity`` it tends to
+    the arc-cosine kernel composed with itself, which is only a limit): learners reach it only
+    through draws; :meth:`kernel_estimate` is its Monte-Carlo estimate.
+
+    A draw is a row of ``h d + h`` numbers: ``W`` row-major, then ``v``; :meth:`sample` draws
+    them as one ``standard_normal((n, h d + h))`` (per row: ``W``'s entries, then ``v``'s).
+    Sums are formed in orders the compiled passes reproduce bit for bit
+    (``shrinking_gradient_kernels``): ``pairs`` forms each ``w_l . x`` and ``v . relu(W x)`` by
+    ``einsum('ij,ij->i')``; ``point`` forms ``W x`` for every draw by one matrix-vector product
+    and ``v . relu(W x)`` by ``einsum('ij,ij->i')``.
+    """
+
+    name = "random_net"
+    has_kernel = False
+    kernel_copies = 3  # (no kernel blocks: kernel_estimate's sums and products)
+    # beyond the h d + h multiply-adds counted by param_floats: h relus, the einsum's set-up
+    eval_seconds = 3e-8
+    params = (
+        Param(
+            "h",
+            "int",
+            16,
+            "hidden width of the random unit psi(x; W, v) = 2 relu(v . relu(Wx) / sqrt(h))",
+            min=1,
+            listable=False,
+        ),
+    )
+    choices = (
+        "Features: `ψ(x; W, v) = 2 relu(v·relu(Wx)/√h)`, `W ~ N(0, I_{h×D})`, `v ~ N(0, I_h)`: "
+        "one random unit of a two-random-layer network of hidden width `h`, scaled so that "
+        "`k(x, x) = |x|²`; its kernel has **no closed form**, so learners that need one and "
+        "`regret_B` are refused, kernel expansions are evaluated by Algorithm 2, and a `teacher` "
+        "target uses a Monte-Carlo kernel (`kernel_samples` draws)."
+    )
+
+    def __init__(self, d: int, h: int = 16) -> None:
+        super().__init__(d)
+        self.h = int(h)
+        self.root_h = math.sqrt(self.h)
+
+    @classmethod
+    def hidden_width(cls, spec: dict | None = None) -> int:
+        return int((spec or {}).get("h", cls.params[0].default))
+
+    @classmethod
+    def param_floats(cls, d: int, spec: dict | None = None) -> int:
+        h = cls.hidden_width(spec)
+        return h * d + h
+
+    @classmethod
+    def from_config(cls, spec: dict, X_train: np.ndarray) -> RandomNet:
+        return cls(X_train.shape[1], int(spec.get("h", cls.params[0].default)))
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "h": self.h}
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal((n, self.h * self.d + self.h))
+
+    def _out(self, V: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+        """``2 relu(v_j . hidden_j / sqrt(h))`` for every row (``einsum('ij,ij->i')``)."""
+        z = np.einsum("ij,ij->i", V, hidden)
+        z /= self.root_h
+        np.maximum(z, 0.0, out=z)
+        z *= 2.0
+        return z
+
+    def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+        h, hd = self.h, self.h * self.d
+        Wm = np.ascontiguousarray(W[:, :hd]).reshape(len(W) * h, self.d)
+        Xr = np.repeat(np.ascontiguousarray(X[rows], dtype=float), h, axis=0)
+        hidden = np.maximum(np.einsum("ij,ij->i", Wm, Xr), 0.0).reshape(len(W), h)
+        return self._out(W[:, hd:], hidden)
+
+    def point(self, x: np.ndarray, W: np.ndarray) -> np.ndarray:
+        h, hd = self.h, self.h * self.d
+        Wm = np.ascontiguousarray(W[:, :hd]).reshape(len(W) * h, self.d)
+        hidden = np.maximum(Wm @ x, 0.0).reshape(len(W), h)
+        return self._out(W[:, hd:], hidden)
+
+    def matrix(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        h, hd = self.h, self.h * self.d
+        Wm = np.ascontiguousarray(W[:, :hd]).reshape(len(W) * h, self.d)
+        hidden = X @ Wm.T
+        np.maximum(hidden, 0.0, out=hidden)
+        z = np.einsum("anh,nh->an", hidden.reshape(len(X), len(W), h), W[:, hd:])
+        z /= self.root_h
+        np.maximum(z, 0.0, out=z)
+        z *= 2.0
+        return z
+
+
+FEATURE_MAPS: dict[str, type[FeatureMap]] = {
+    c.name: c for c in (Coordinate, ReLU, Fourier, RandomNet)
+}
 DEFAULT_FEATURE_MAP = Coordinate.name  # the paper's Section 6 map
 
 

@@ -12,6 +12,15 @@
 - ``budget_sweep`` (only with two or more budgets): test NMSE against the budget target, with
   the same NMSE = 1 line, Algorithm-2 lines and the references as levels.
 
+- ``frontier`` (results with the cost columns ``evals_total``, ``kernel_evals_total``): the
+  cost–NMSE frontier — total evaluations per cell (ψ-evaluations of training, validation and
+  test plus closed-form kernel values, log scale) against the selected setting's test NMSE
+  (mean, 95% CI), one curve per learner across budgets; points that use the closed-form kernel
+  hollow and labelled "(kernel)", kernel-free ones filled; in exact runs Shrinking Gradient's
+  kernel-free point too (:func:`frontier_points`); NMSE = 1 as the reference line.
+- ``m_test`` (results with ``test_nmse_estimated_m<m>`` columns): Algorithm-2 test NMSE against
+  ``m_test``, with the exact test NMSE and the mean predictor as lines.
+
 Test-loss panels are in NMSE (results written before ``test_nmse`` existed: in test loss, with
 the mean predictor's loss as the yardstick); every y axis is logarithmic when the drawn values
 span more than a factor of 20 (:func:`ilnrun.plotkit.use_log`). The x axis is the first
@@ -23,6 +32,8 @@ directly, so no pyplot or global backend state is touched.
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +84,16 @@ SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}
 MAX_COLS = 3
 
 
-def plot_results(results_dir: Path, formats: list[str], out_dir: Path | None = None) -> list[Path]:
-    """Write ``figure1``, ``curves`` and (with >= 2 budgets) ``budget_sweep`` into ``out_dir``
-    (default ``results_dir``) in every format of ``formats`` ("png", "pdf", "svg"); return the
-    paths."""
+def plot_results(
+    results_dir: Path,
+    formats: list[str],
+    notes: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> list[Path]:
+    """Write ``figure1``, ``curves``, (with >= 2 budgets) ``budget_sweep``, and where the
+    results allow ``regret``, ``frontier`` and ``m_test`` into ``out_dir`` (default
+    ``results_dir``) in every format of ``formats`` ("png", "pdf", "svg"); return the paths.
+    Why a figure the results could have had was not drawn is appended to ``notes``."""
     results_dir = Path(results_dir)
     out_dir = results_dir if out_dir is None else Path(out_dir)
     data = _Data.load(results_dir)
@@ -93,6 +110,14 @@ def plot_results(results_dir: Path, formats: list[str], out_dir: Path | None = N
         figures["budget_sweep"] = _budget_sweep(data)
     if data.x == "T" and data.summary.get("regret_mean", pd.Series(dtype=float)).notna().any():
         figures["regret"] = _regret(data)
+    runs = _runs(results_dir)
+    why = frontier_missing(runs) if runs is not None else "frontier not drawn: no runs.csv"
+    if why is None:
+        figures["frontier"] = _frontier(data, runs)
+    elif notes is not None:
+        notes.append(why)
+    if runs is not None and m_test_sweep(runs):
+        figures["m_test"] = _m_test(data, runs)
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
         for name, fig in figures.items():
@@ -514,16 +539,7 @@ def _budget_sweep(data: _Data) -> Figure:
     """Test NMSE against the budget target (log x), one panel per dataset setting (at most 6);
     the references, which take no budget, as levels."""
     s = data.summary
-    split = [*([data.x] if data.x not in (None, "dsgd_k") else []), *data.others]
-    settings = (
-        [
-            dict(zip(split, r, strict=True))
-            for r in s[split].drop_duplicates().sort_values(split).itertuples(index=False)
-        ]
-        if split
-        else [{}]
-    )
-    settings = _spread(settings, 6)
+    settings = _panel_settings(data, s)
     fig, axes = _grid(len(settings), MAX_COLS)
     log = _use_log(_drawn(data, s))
     unit = _unit(s[data.budgeted])
@@ -605,4 +621,247 @@ def _regret(data: _Data) -> Figure:
         ax.set_title(title, fontsize=9.5)
         ax.grid(alpha=0.3, which="both")
     _finish(fig, axes, data.header("regret against the best predictor with |f| ≤ B"))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# cost against NMSE (docs/protocol.md §9.4)
+
+COST = ("evals_total", "kernel_evals_total")
+COST_AXIS = "total evaluations per cell (ψ + kernel values)"
+COST_DEF = (
+    "total evaluations per cell (ψ-evaluations of training, validation and test + closed-form "
+    "kernel values) against test NMSE of the selected setting"
+)
+SWEEP = re.compile(r"^test_nmse_estimated_m(\d+)$")
+
+
+def _runs(d: Path) -> pd.DataFrame | None:
+    """``runs.csv`` of the results directory, or ``None`` when it has none."""
+    from .readers import RUNS_COLUMNS, has_table, read_table
+
+    if not has_table(d, "runs.csv"):  # plain or packed (runs.csv.gz)
+        return None
+    return read_table(d, "runs.csv", RUNS_COLUMNS)
+
+
+def frontier_missing(runs: pd.DataFrame) -> str | None:
+    """Why ``frontier`` cannot be drawn from ``runs`` (``None``: it can): results written
+    before the cost columns existed."""
+    missing = [c for c in (*COST, "test_nmse") if c not in runs]
+    if not missing:
+        return None
+    return (
+        f"frontier not drawn: runs.csv has no {', '.join(missing)} (results written before "
+        "every evaluation was counted; rerun the config to get them)"
+    )
+
+
+def m_test_sweep(runs: pd.DataFrame) -> list[tuple[int, str]]:
+    """``(m, column)`` of every ``test_nmse_estimated_m<m>`` column with a value, by m."""
+    out = []
+    for c in runs.columns:
+        if (hit := SWEEP.match(c)) and runs[c].notna().any():
+            out.append((int(hit.group(1)), c))
+    return sorted(out)
+
+
+def _panel_settings(data: _Data, df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The dataset settings of the panels of a figure with the budget on its x axis: every
+    combination of the x axis (unless it is the budget) and the other varying keys, at most 6."""
+    split = [*([data.x] if data.x not in (None, "dsgd_k") else []), *data.others]
+    if not split:
+        return [{}]
+    rows = df[split].drop_duplicates().sort_values(split).itertuples(index=False)
+    return _spread([dict(zip(split, r, strict=True)) for r in rows], 6)
+
+
+def _mean_point(rows: pd.DataFrame, x: pd.Series, y: str) -> tuple[float, float, float, int]:
+    """(mean x, mean y, 95% half-width of y, n) over the rows with a finite ``y``."""
+    from .stats import mean_ci
+
+    ok = np.isfinite(rows[y].to_numpy(dtype=float)) & np.isfinite(x.to_numpy(dtype=float))
+    st = mean_ci(rows.loc[ok, y].to_numpy(dtype=float))
+    return float(x[ok].mean()) if ok.any() else math.nan, st["mean"], st["ci95"], st["n"]
+
+
+def _free_cost(rows: pd.DataFrame) -> pd.Series:
+    """Shrinking Gradient's kernel-free cost in an exact run: training plus Algorithm 2 on every
+    validation and test point, ``train_evals + test_evals_free · (n_val + n_test)``."""
+    n = pd.to_numeric(rows.get("n_val"), errors="coerce") + pd.to_numeric(
+        rows.get("n_test"), errors="coerce"
+    )
+    return rows["train_evals"] + rows["test_evals_free"] * n
+
+
+def frontier_points(data: _Data, runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every point of ``frontier``: per panel setting (:func:`_panel_settings`), learner and
+    budget, the selected setting's mean total evaluations ``evals_total + kernel_evals_total``
+    and mean test NMSE with its 95% interval; ``kernel``: whether the scored predictor used
+    closed-form kernel values. In an exact run a kernel-expansion learner (Shrinking Gradient)
+    adds its kernel-free point: its setting selected on ``val_loss_estimated``
+    (``selected_estimated``), ``test_nmse_estimated`` at ``train_evals + test_evals_free ·
+    (n_val + n_test)`` (Algorithm 2 at validation and test time)."""
+    out = []
+    runs = runs[runs["method"].isin(data.style)]
+    for panel, where in enumerate(_panel_settings(data, runs)):
+        rows = _select(runs, where)
+        for method in rows["method"].unique():
+            g = rows[rows["method"] == method]
+            ks = sorted(g["dsgd_k"].dropna().unique()) if g["dsgd_k"].notna().any() else [None]
+            for k in ks:
+                h = g if k is None else g[g["dsgd_k"] == k]
+                sel = h[h["selected"]]
+                if sel.empty:
+                    continue
+                x, y, ci, n = _mean_point(
+                    sel, sel["evals_total"] + sel["kernel_evals_total"], "test_nmse"
+                )
+                kernel = bool((sel["kernel_evals_total"].fillna(0) > 0).any())
+                out.append(
+                    dict(
+                        panel=panel,
+                        method=method,
+                        k=k,
+                        x=x,
+                        y=y,
+                        ci=ci,
+                        n=n,
+                        kernel=kernel,
+                        free_point=False,
+                    )
+                )
+                if not kernel or "test_evals_free" not in sel or "test_nmse_estimated" not in sel:
+                    continue
+                est = h[h["selected_estimated"].astype(bool)] if "selected_estimated" in h else sel
+                if est["test_evals_free"].notna().any():
+                    x, y, ci, n = _mean_point(est, _free_cost(est), "test_nmse_estimated")
+                    out.append(
+                        dict(
+                            panel=panel,
+                            method=method,
+                            k=k,
+                            x=x,
+                            y=y,
+                            ci=ci,
+                            n=n,
+                            kernel=False,
+                            free_point=True,
+                        )
+                    )
+    return [p for p in out if math.isfinite(p["x"]) and math.isfinite(p["y"]) and p["x"] > 0]
+
+
+def _frontier(data: _Data, runs: pd.DataFrame) -> Figure:
+    """Total evaluations per cell against test NMSE, one curve per learner across budgets
+    (:func:`frontier_points`), one panel per dataset setting."""
+    settings = _panel_settings(data, runs[runs["method"].isin(data.style)])
+    points = pd.DataFrame(frontier_points(data, runs))
+    fig, axes = _grid(len(settings), MAX_COLS)
+    log = len(points) > 0 and _use_log(np.append(points["y"].to_numpy(), 1.0))
+    for panel, (ax, where) in enumerate(zip(axes, settings, strict=True)):
+        p = points[points["panel"] == panel] if len(points) else points
+        for (method, free_point), g in (
+            p.groupby(["method", "free_point"], sort=False) if len(p) else []
+        ):
+            _frontier_curve(ax, data, method, bool(free_point), g.sort_values("x"), log)
+        if len(p):
+            nmse_one(ax)
+        ax.set_xscale("log")
+        yscale(ax, log)
+        ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
+        ax.set_xlabel(COST_AXIS)
+        ax.set_ylabel(data.interval_text(TEST_NMSE))
+        ax.grid(alpha=0.3, which="both")
+        if p.empty:
+            _empty(ax)
+    any_kernel = len(points) > 0 and bool(points["kernel"].any())
+    hollow = "; hollow = with the closed-form kernel" if any_kernel else ""
+    _finish(fig, axes, data.header(f"cost–NMSE frontier: {COST_DEF}{hollow}"))
+    return fig
+
+
+def _frontier_curve(
+    ax: Axes, data: _Data, method: str, free_point: bool, g: pd.DataFrame, log: bool
+) -> None:
+    """One learner's frontier points (one per budget) joined by a line: hollow markers and
+    "(kernel)" in the label where the scored predictor used the closed-form kernel."""
+    style = dict(data.style[method])
+    kernel = bool(g["kernel"].any())
+    if free_point:
+        style["label"] += ", without the kernel (Algorithm 2 at validation and test)"
+        style["linestyle"] = ":"
+    elif kernel:
+        style["label"] += " (kernel)"
+    y, ci = g["y"].to_numpy(dtype=float), np.nan_to_num(g["ci"].to_numpy(dtype=float))
+    lo = np.where(y - ci > 0, ci, y - y / 10 if log else y)  # a bar never crosses 0
+    ax.errorbar(
+        g["x"].to_numpy(dtype=float),
+        y,
+        yerr=[lo, ci],
+        color=style["color"],
+        linestyle=style["linestyle"],
+        marker=style["marker"],
+        markersize=6,
+        markerfacecolor="none" if kernel else style["color"],
+        capsize=3,
+        linewidth=1.4,
+        label=style["label"],
+    )
+
+
+def _m_test(data: _Data, runs: pd.DataFrame) -> Figure:
+    """Algorithm-2 test NMSE against m_test (log x) of every kernel-expansion learner's selected
+    setting, one curve per budget, one panel per dataset setting; its exact test NMSE (exact
+    runs) as a level in the same colour, dashed; NMSE = 1."""
+    sweep = m_test_sweep(runs)
+    ms = np.array([m for m, _ in sweep], dtype=float)
+    runs = runs[runs["selected"] & runs["method"].isin(data.style)]
+    settings = _panel_settings(data, runs)
+    fig, axes = _grid(len(settings), MAX_COLS)
+    exact = "eval_kernel" not in runs or (runs["eval_kernel"].fillna("exact") == "exact").all()
+    values = runs[[c for _, c in sweep] + (["test_nmse"] if exact else [])].to_numpy(float)
+    log = _use_log(np.append(values.ravel(), 1.0))
+    for ax, where in zip(axes, settings, strict=True):
+        rows = _select(runs, where)
+        drawn = False
+        for method in rows["method"].unique():
+            g = rows[rows["method"] == method]
+            if not g[[c for _, c in sweep]].notna().any().any():
+                continue
+            ks = sorted(g["dsgd_k"].dropna().unique()) if g["dsgd_k"].notna().any() else [None]
+            for j, k in enumerate(ks):
+                h = g if k is None else g[g["dsgd_k"] == k]
+                st = [_mean_point(h, pd.Series(m, index=h.index), c) for m, c in sweep]
+                mean = np.array([s[1] for s in st])
+                half = np.array([s[2] for s in st])
+                style = dict(data.style[method])
+                at = f" (k={int(k)})" if k is not None else ""
+                style["label"] += f", Algorithm-2 test NMSE{at}"
+                style["linestyle"] = ("-", "--", "-.", ":")[j % 4]
+                ok = np.isfinite(mean)
+                _band(ax, ms[ok], mean[ok], half[ok], style, log=log)
+                drawn = True
+                if exact and "test_nmse" in h and np.isfinite(h["test_nmse"]).any():
+                    v = float(h["test_nmse"][np.isfinite(h["test_nmse"])].mean())
+                    ax.axhline(
+                        v,
+                        color=style["color"],
+                        linestyle=(0, (2, 2)),
+                        linewidth=1.1,
+                        label=f"{data.style[method]['label']}, exact test NMSE (closed-form "
+                        f"kernel){at}",
+                    )
+        nmse_one(ax)
+        ax.set_xscale("log")
+        ax.set_xticks(ms, [f"{int(m):,}" for m in ms])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("m_test (Algorithm-2 samples per test point)")
+        ax.set_ylabel(data.interval_text(TEST_NMSE))
+        ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
+        ax.grid(alpha=0.3, which="both")
+        if not drawn:
+            _empty(ax)
+        yscale(ax, log)
+    _finish(fig, axes, data.header("Algorithm-2 test NMSE against m_test (selected settings)"))
     return fig

@@ -91,7 +91,7 @@ MANIFEST = ".ilnrun-manifest.json"
 MANIFEST_VERSION = 2  # 2: each file's SHA-256 and size under ``written``; 1: names only
 
 # the figures ``ilnrun plot`` writes (``<name>.<format>``) and the report ``ilnrun report`` writes
-FIGURES = ("figure1", "curves", "budget_sweep", "regret")
+FIGURES = ("figure1", "curves", "budget_sweep", "regret", "frontier", "m_test")
 FIGURE_FORMATS = ("png", "pdf", "svg")
 REPORT = "REPORT.md"
 

@@ -66,8 +66,18 @@ CHECKED_LEARNERS = ("shrinking_gradient", "doubly_sgd", "fixed_random")
 MAPS = compiled_maps()
 
 
+# the maps the golden digests were written for; a map given compiled code later (random_net)
+# is checked compiled == numpy bit for bit on the same cases, without golden values
+GOLDEN_MAPS = ("coordinate", "relu", "fourier")
+
+
 def cases() -> list[tuple[str, str, tuple]]:
     return [(f, s, shape) for f in MAPS for s in SAMPLERS for shape in SHAPES]
+
+
+def golden_cases() -> list[tuple[str, str, tuple]]:
+    """The cases with golden digests."""
+    return [c for c in cases() if c[0] in GOLDEN_MAPS]
 
 
 def case_id(fmap: str, sampler: str, shape: tuple) -> str:
@@ -134,7 +144,7 @@ def digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    table = {case_id(*c): digests(run_case(*c)) for c in cases()}
+    table = {case_id(*c): digests(run_case(*c)) for c in golden_cases()}
     GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN} ({len(table)} cases)")
 

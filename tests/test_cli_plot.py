@@ -62,13 +62,14 @@ def one_budget(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_budgets_all_figures(tmp_path: Path) -> None:
     out = _run(tmp_path, [1, 2])
     paths = plot_results(out, ["png"])
-    _check(paths, {"figure1.png", "curves.png", "budget_sweep.png"})
+    _check(paths, {"figure1.png", "curves.png", "budget_sweep.png", "frontier.png"})
     assert all(p.parent == out for p in paths)
 
 
 def test_single_budget_has_no_sweep_and_is_deterministic(one_budget: Path) -> None:
     paths = plot_results(one_budget, ["png", "pdf", "svg"])
-    _check(paths, {f"{n}.{f}" for n in ("figure1", "curves") for f in ("png", "pdf", "svg")})
+    kinds = ("figure1", "curves", "frontier")
+    _check(paths, {f"{n}.{f}" for n in kinds for f in ("png", "pdf", "svg")})
     assert not list(one_budget.glob("budget_sweep.*"))
     first = {p: p.read_bytes() for p in paths if p.suffix != ".png"}
     again = plot_results(one_budget, ["pdf", "svg"])
@@ -213,7 +214,12 @@ def test_batch_references_are_levels_and_not_learning_curves(with_batch: Path):
     assert label not in labels and plots.LEARNERS["kernel_ogd"].label in labels
     assert "batch, no online pass, not drawn" in curves.get_suptitle()
     paths = plot_results(with_batch, ["png"])
-    assert {p.name for p in paths} == {"figure1.png", "curves.png", "budget_sweep.png"}
+    assert {p.name for p in paths} == {
+        "figure1.png",
+        "curves.png",
+        "budget_sweep.png",
+        "frontier.png",
+    }
 
 
 def test_panel_titles_give_the_budget_in_its_unit(with_batch: Path):
@@ -290,6 +296,8 @@ def test_no_legend_is_clipped(tmp_path: Path, monkeypatch, case: str) -> None:
 
     monkeypatch.setattr(plots, "save_figure_atomic", save_and_check)
     plots.plot_results(out, ["png"])
+    if plots.frontier_missing(pd.read_csv(out / "runs.csv")) is None:
+        kinds = kinds | {"frontier"}  # results that count every evaluation
     assert set(checked) == kinds and all(checked.values()), checked
 
 
@@ -330,7 +338,7 @@ def test_one_repetition_figures_promise_no_interval(tmp_path: Path, monkeypatch)
         assert invoke(["run", cfg, "--out", out, "-q"]).exit_code == 0
         texts.clear()
         plot_results(out, ["png"])
-        assert set(texts) == {"figure1", "curves"}
+        assert set(texts) == {"figure1", "curves", "frontier"}
         shown = " ".join(" ".join(t) for t in texts.values())
         assert ("95%" in shown) == (reps == 2), shown
         assert ("one repetition" in shown) == (reps == 1), shown

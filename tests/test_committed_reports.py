@@ -107,20 +107,61 @@ def regenerate(repo: Path, work: Path, monkeypatch) -> list[str]:
 # A verdict cell says, over the x values of its row (one per column), how many paired
 # differences "proposed − other" (or "learner − mean predictor") have a 95% t-interval that
 # excludes 0, on which side. Differences are per repetition, between the settings each learner
-# had selected (``selected``: on validation loss), or for the "best setting for online loss"
-# table the setting with the lowest mean online loss among those none of whose repetitions
-# diverged or timed out.
+# had selected, or for the "best setting for online loss" table the setting with the lowest mean
+# online loss among those none of whose repetitions diverged or timed out.
+#
+# Two protocols (docs/protocol.md §7.2): "with the closed-form kernel" reads the rows as written
+# (selection ``selected``, score ``test_loss``). "Without the kernel", in a run that evaluated
+# exactly, selects the proposed learner (the learner whose rows carry an Algorithm-2 validation
+# loss, ``val_loss_estimated``) by ``selected_estimated`` and scores it by
+# ``test_loss_estimated``, and scores the others by ``test_loss_subset`` (the same test points)
+# where the rows have it; in a run without the kernel (``eval_kernel: free``) it reads the rows
+# as written. A report without a protocol in its titles predates the distinction: the first.
 
-# table title -> (metric, selection): the comparisons of the verdict tables
+# table title (without its protocol) -> metric; the best-online table selects by the metric
 PAIRED = {
-    "Test loss (settings selected on validation loss)": ("test_loss", "selected"),
-    "Online loss (same settings)": ("online_loss", "selected"),
-    "Online loss (each learner's best setting for online loss)": ("online_loss", "best_online"),
+    "Test loss (settings selected on validation loss)": "test_loss",
+    "Online loss (same settings)": "online_loss",
+    "Online loss (each learner's best setting for online loss)": "online_loss",
+}
+BEST_ONLINE = "Online loss (each learner's best setting for online loss)"
+PROTOCOL = {  # the end of a title -> without the kernel?
+    "": False,
+    ", with the closed-form kernel": False,
+    ", without the kernel": True,
+    ", without the kernel (no kernel chooses or scores it)": True,
 }
 AGAINST_MEAN = "Test loss against the mean predictor"
 # the learner's metric -> the mean predictor's on the same test points
 YARDSTICK = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
 ALGORITHM_2 = " (Algorithm-2 test loss)"
+
+
+def comparison(title: str) -> tuple[str, bool] | None:
+    """(metric, without the kernel) of a paired verdict table's title; ``None``: not one."""
+    for base, metric in PAIRED.items():
+        if title.startswith(base) and title[len(base) :] in PROTOCOL:
+            return metric, PROTOCOL[title[len(base) :]]
+    return None
+
+
+def protocol_columns(runs: pd.DataFrame, method: str, metric: str, free: bool) -> tuple[str, str]:
+    """(selection column, score column) of ``method`` for ``metric`` under a protocol."""
+    if not free or kernel_free_run(runs):  # the rows as written
+        return "selected", metric
+    own = "val_loss_estimated" in runs and (
+        runs.loc[runs["method"] == method, "val_loss_estimated"].notna().any()
+    )
+    if own:
+        return "selected_estimated", "test_loss_estimated" if metric == "test_loss" else metric
+    if metric == "test_loss" and {"test_loss_subset", "test_loss_const_subset"} <= set(runs):
+        return "selected", "test_loss_subset"
+    return "selected", metric
+
+
+def kernel_free_run(runs: pd.DataFrame) -> bool:
+    """Whether the run evaluated without the kernel (``eval_kernel: free``)."""
+    return "eval_kernel" in runs and (runs["eval_kernel"].dropna() == "free").any()
 
 
 def interval(d: np.ndarray) -> tuple[float, float]:
@@ -132,9 +173,10 @@ def interval(d: np.ndarray) -> tuple[float, float]:
 
 
 def chosen(rows: pd.DataFrame, selection: str, metric: str) -> pd.Series:
-    """``metric`` by repetition of the setting ``selection`` picks among ``rows``."""
-    if selection == "selected":
-        rows = rows[rows["selected"].astype(bool)]
+    """``metric`` by repetition of the setting picked among ``rows``: the one whose
+    ``selection`` column is true, or (``selection`` ``None``) the best for ``metric``."""
+    if selection is not None:
+        rows = rows[rows[selection].fillna(False).astype(bool)]
     else:
         bad = rows.groupby("setting")[["diverged", "timed_out"]].any().any(axis=1)
         ok = rows[rows["setting"].isin(bad.index[~bad])]
@@ -247,8 +289,8 @@ def recheck(text: str, runs: pd.DataFrame) -> tuple[int, list[str]]:
     """(verdict cells checked, contradictions) of the report ``text`` against ``runs``."""
     checked, problems = 0, []
     for title, header, rows in verdict_tables(text):
-        known = title in PAIRED or title == AGAINST_MEAN
-        if not known:
+        paired = comparison(title)
+        if paired is None and title != AGAINST_MEAN:
             problems.append(f"a verdict table this recheck does not know: {title!r}")
             continue
         xcols = header[2 : header.index("verdict")]
@@ -268,11 +310,16 @@ def recheck(text: str, runs: pd.DataFrame) -> tuple[int, list[str]]:
                     picked = rows_m[rows_m["selected"].astype(bool)].set_index("repetition")
                     d = picked[metric].astype(float) - picked[YARDSTICK[metric]].astype(float)
                 else:
-                    metric, selection = PAIRED[title]
-                    a, b = claim.split(" < ")
-                    sa = chosen(at[at["method"] == learner(a)], selection, metric)
-                    sb = chosen(at[at["method"] == learner(b)], selection, metric)
-                    d = sa - sb
+                    metric, free = paired
+                    sides = []
+                    for name in claim.split(" < "):
+                        m = learner(name)
+                        selection, score = protocol_columns(runs, m, metric, free)
+                        best = title.startswith(BEST_ONLINE)
+                        sides.append(
+                            chosen(at[at["method"] == m], None if best else selection, score)
+                        )
+                    d = sides[0] - sides[1]
                 n, mean, half, sign = side(d.dropna())
                 results.append((n, mean, sign))
                 if n == 0 and cell != "—":
@@ -383,8 +430,9 @@ def test_every_verdict_of_a_packed_report_agrees_with_its_runs(tiny_repo):
     text = (folder.parent / "REPORT.md").read_text()
     checked, problems = recheck(text, runs_of(folder))
     assert problems == []
-    # 3 comparisons x 2 competitors x 1 budget, and 4 learners + SG's Algorithm-2 row
-    assert checked == 3 * 2 + 5
+    # with the kernel 2 comparisons, without it 3, x 2 competitors x 1 budget; against the
+    # mean 4 learners + SG's Algorithm-2 row
+    assert checked == (2 + 3) * 2 + 5
 
 
 def test_a_changed_verdict_word_is_a_contradiction(tiny_repo):

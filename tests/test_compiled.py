@@ -47,7 +47,7 @@ def test_every_map_the_kernels_know_is_a_case():
     assert {c[0] for c in CASES} == set(cases.MAPS)
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("case", cases.golden_cases(), ids=lambda c: cases.case_id(*c))
 def test_numpy_path_matches_golden(case):
     gv.assert_matches(cases.run_case(*case, path="numpy"), GOLDEN[cases.case_id(*case)])
 
@@ -60,7 +60,8 @@ def test_compiled_path_matches_numpy_and_golden(case):
     assert compiled.keys() == numpy.keys()
     for key in numpy:
         np.testing.assert_array_equal(compiled[key], numpy[key], err_msg=key, strict=True)
-    gv.assert_matches(compiled, GOLDEN[cases.case_id(*case)])
+    if case[0] in cases.GOLDEN_MAPS:
+        gv.assert_matches(compiled, GOLDEN[cases.case_id(*case)])
 
 
 @needs_numba

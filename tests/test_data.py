@@ -3,6 +3,7 @@ errors (exit 2 through ``ilnrun validate``, key named, no traceback), and tiny e
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 
@@ -329,8 +330,15 @@ def test_valid_file_config_validates(tmp_path):
     assert "# cells: 4" in res.output
 
 
-def test_teacher_refused_without_a_closed_form_kernel(tmp_path, monkeypatch):
+def test_a_kernel_dataset_refused_without_a_closed_form_kernel(tmp_path, monkeypatch):
+    """A dataset labelled by the closed-form kernel that cannot estimate it is refused for a map
+    without one (the teacher estimates it: tests/test_random_net.py)."""
     monkeypatch.setattr(ReLU, "has_kernel", False)
+    monkeypatch.setitem(
+        data.DATASETS,
+        "teacher",
+        dataclasses.replace(data.DATASETS["teacher"], estimated_kernel=False),
+    )
     res = _validate(tmp_path, {"kind": "teacher", "D": 3, "T": 10, "sparsity": 2})
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "dataset.kind" in res.output and "no closed-form kernel" in res.output

@@ -27,8 +27,14 @@ def no_twin(monkeypatch):
     return NoTwin
 
 
+# built-in maps without a jax twin, refused on the jax engine by this check: random_net (its
+# hidden width h fixes the shapes of the draws, which the jax programs take as traced numbers)
+WITHOUT_TWIN = {"random_net"}
+
+
 def test_every_registered_map_has_a_jax_twin_and_the_check_sees_a_missing_one(no_twin):
-    assert all(has_jax_twin(c) for n, c in FEATURE_MAPS.items() if n != NoTwin.name)
+    missing = {n for n, c in FEATURE_MAPS.items() if not has_jax_twin(c)}
+    assert missing == WITHOUT_TWIN | {NoTwin.name}
     assert not has_jax_twin(NoTwin)
 
 

@@ -97,10 +97,10 @@ def _check_monte_carlo_mean(v: np.ndarray, k: float, scale: float) -> None:
     assert se < 0.02 * scale
 
 
-@pytest.mark.parametrize("fmap", _maps(), ids=lambda f: f.name)
+@pytest.mark.parametrize("fmap", [f for f in _maps() if f.has_kernel], ids=lambda f: f.name)
 def test_monte_carlo_mean_matches_closed_form_kernel(fmap):
     """The Monte Carlo mean of psi(x;w) psi(x';w) over n iid w matches k(x, x') (see
-    :func:`_check_monte_carlo_mean`)."""
+    :func:`_check_monte_carlo_mean`; every map with a closed-form kernel)."""
     n = 200_000
     X = _inputs(6)
     X[5] = -0.5 * X[4] + 0.6 * X[3]  # an obtuse pair

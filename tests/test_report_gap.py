@@ -136,10 +136,13 @@ def test_the_gap_to_the_batch_fit_is_stated_and_recomputes(batch_report):
     out, text = batch_report
     runs = pd.read_csv(out / "runs.csv")
     headline = text.split("## Headline")[1].split("\n## ")[0]
-    assert "Gap to the batch fit at k = 4 (Kernel ridge regression" in headline
+    assert (
+        "Gap to the batch fit at k = 4, with the closed-form kernel (Kernel ridge regression"
+        in headline
+    )
     assert "each learner's test NMSE as a multiple of it" in headline
     # verdicts against the mean predictor count the 2 data settings, never a blanket word
-    assert "against the mean predictor (exact test loss, counted over the 2 D)" in headline
+    assert "against the mean predictor (exact test loss, counted over the 2 D; " in headline
     assert "worse than predicting the mean;" not in headline
     assert "mixed against the mean predictor" not in headline
     assert "## Verdict" in text and "**Gap to the batch fit" in text

@@ -15,7 +15,7 @@ WORSE = "worse than predicting the mean"
 
 
 def _stub(rows):
-    return SimpleNamespace(has_const=True, mean_rows=lambda metric: rows)
+    return SimpleNamespace(has_const=True, mean_rows=lambda metric, mode=None: rows)
 
 
 def test_both_learners_worse_than_the_mean_is_said_in_plain_words():

@@ -173,7 +173,10 @@ def _instance_stages(cfg, setting: dict, kernel_blocks: bool, regret: bool) -> l
     if used is not None:  # a table: every column of every row read, then the copies made
         read = 8 * int(used.get("rows", rows)) * (D + 2) + 3 * _file_bytes(cfg, setting)
     if DATASETS[setting["kind"]].needs_kernel:  # labels k(X, X_support) c (the teacher)
-        read += fmap.kernel_copies * 8 * rows * int(setting.get("sparsity", T))
+        if fmap.has_kernel:
+            read += fmap.kernel_copies * 8 * rows * int(setting.get("sparsity", T))
+        else:  # FeatureMap.kernel_estimate: two sums, and blocks of about 2^22 numbers
+            read += 8 * (2 * rows * int(setting.get("sparsity", T)) + 4 * EXPANSION_BLOCK)
     out.append(
         Stage(
             "building the dataset",
@@ -227,10 +230,13 @@ def _estimate_stage(cfg, setting: dict, every: bool = False, m: int | None = Non
     n = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
     if every:
         n = max(n_val, n_test)
-    rows = min(max(1, n), max(1, ESTIMATE_CHUNK_PAIRS // m))
+    spec = cfg["feature_map"]
+    # a map with a hidden layer takes proportionally fewer pairs a chunk (predict_estimated)
+    rows = min(max(1, n), max(1, ESTIMATE_CHUNK_PAIRS // fmap.hidden_width(spec) // m))
     pairs = rows * m
     count_bytes = 16 * rows * T
-    pair_bytes = 8 * pairs * (2 * fmap.param_floats(D) + 6)  # w, and x_i's numbers it reads
+    # w, x_i's numbers it reads (and a hidden layer's values)
+    pair_bytes = 8 * pairs * (2 * fmap.param_floats(D, spec) + 6)
     knob = "evaluation.m_test" if pair_bytes >= count_bytes else "evaluation.n_test_estimated"
     return Stage("Algorithm-2 test estimates", count_bytes + pair_bytes, knob)
 
@@ -262,7 +268,7 @@ def estimates(cfg) -> list[CellEstimate]:
     for setting in settings:
         T, n_val, n_test, D = setting_sizes(cfg, setting)
         shared = _instance_stages(cfg, setting, blocks, regret)
-        w = fmap.param_floats(D)
+        w = fmap.param_floats(D, cfg["feature_map"])
         for name, params in methods.items():
             spec = LEARNERS[name]
             own_blocks = spec.kernel_blocks
@@ -336,6 +342,9 @@ GENERIC_RATE = (5e-5, 2e-8)
 EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
 SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
 SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
+# FeatureMap.kernel_estimate of a map with a hidden layer, per point, draw and hidden unit beyond
+# its matrix product (random_net, h = 16: 700 points x 20 000 draws in 3.6 s)
+SECONDS_PER_HIDDEN_VALUE = 1e-8
 
 
 def seconds(
@@ -401,6 +410,13 @@ def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
     s = 0.0
     if blocks and fmap.has_kernel:
         s += (n_val + n_test) * T * kernel_value_seconds(fmap.name, D)
+    if DATASETS[setting["kind"]].needs_kernel and not fmap.has_kernel:
+        # a Monte-Carlo kernel in the labels (the teacher): every point by every draw
+        spec = cfg["feature_map"]
+        draws = int(setting.get("kernel_samples", 0))
+        per = fmap.param_floats(D, spec) * SECONDS_PER_GEMM_FLOP * 2
+        per += fmap.hidden_width(spec) * SECONDS_PER_HIDDEN_VALUE
+        s += draws * (T + n_val + n_test + int(setting.get("sparsity", 0))) * per
     return s + EIGH_SECONDS_PER_N3 * diag_n**3
 
 

@@ -348,8 +348,9 @@ def _resolve_paths(cfg: dict, base_dir: Path | None, problems: list) -> None:
 
 
 def _cross_checks(cfg: dict, problems: list) -> None:
-    """What the sections need from each other: the dataset's own checks, closed-form kernels,
-    budget sizes of at least 1, the data the feature map can work with, and resources."""
+    """What the sections need from each other: the dataset's own checks, closed-form kernels
+    (learners that need one and ``evaluation.regret_B``), budget sizes of at least 1, the data
+    the feature map can work with, and resources."""
     _dataset_checks(cfg, problems)
     check_protocol(cfg, problems)
     fm = cfg["feature_map"]["kind"]
@@ -359,6 +360,14 @@ def _cross_checks(cfg: dict, problems: list) -> None:
             problems.append(
                 (f"methods.{name}", f"needs a closed-form kernel; feature map {fm!r} has none")
             )
+    if cfg["evaluation"].get("regret_B") is not None and not has_kernel:
+        problems.append(
+            (
+                "evaluation.regret_B",
+                f"the regret's comparator needs a closed-form kernel; feature map {fm!r} has "
+                "none: set it to null",
+            )
+        )
     for T, n_eval in _budget_sizes(cfg, problems):
         for k in _as_list(cfg["budget"]["dsgd_k"]):
             b = derive(cfg["budget"]["match"], k, T, n_eval)
@@ -421,9 +430,10 @@ def _engine_checks(cfg: dict, problems: list) -> None:
 
 def _dataset_checks(cfg: dict, problems: list) -> None:
     """``sparsity <= T``; a feature map with a closed-form kernel for datasets labelled by that
-    kernel; the dataset's own checks of every setting (a key given as a list is named with the
-    index of the offending value), which also say what each setting uses: recorded under
-    ``data_used`` (for tables: the feature columns, the rows, the split sizes)."""
+    kernel (unless they estimate it: ``DatasetSpec.estimated_kernel``); the dataset's own checks
+    of every setting (a key given as a list is named with the index of the offending value),
+    which also say what each setting uses: recorded under ``data_used`` (for tables: the feature
+    columns, the rows, the split sizes)."""
     ds = cfg["dataset"]
     if "sparsity" in ds:
         for T, sp in itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"])):
@@ -431,7 +441,8 @@ def _dataset_checks(cfg: dict, problems: list) -> None:
                 problems.append(("dataset.sparsity", f"must be <= T, got sparsity={sp} with T={T}"))
                 break
     fm = cfg["feature_map"]["kind"]
-    if DATASETS[ds["kind"]].needs_kernel and not FEATURE_MAPS[fm].has_kernel:
+    spec = DATASETS[ds["kind"]]
+    if spec.needs_kernel and not spec.estimated_kernel and not FEATURE_MAPS[fm].has_kernel:
         problems.append(
             (
                 "dataset.kind",

@@ -80,6 +80,9 @@ class DatasetSpec:
     summary: str
     choices: tuple[str, ...] = ()
     needs_kernel: bool = False
+    # with ``needs_kernel``: labels made with a Monte-Carlo kernel where the map has no closed
+    # form (``FeatureMap.kernel_estimate``), so such a map is not refused
+    estimated_kernel: bool = False
     check: Callable[[dict], dict | None] | None = None
     # a small ``dataset`` section that builds quickly (contract tests); it may write a file
     # into the folder it is given. ``None`` for a kind whose data cannot be made up here (the

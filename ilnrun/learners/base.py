@@ -166,15 +166,17 @@ class KernelExpansion:
         the order and the ``w_k`` are iid and independent of ``i``, so the estimate has exactly
         Algorithm 2's distribution, while the sorted gathers are cache-friendly.
 
-        Compiled where that is faster (:meth:`estimate_compiled`: ReLU and Fourier maps;
-        :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`): the
-        same draws and numbers, bit for bit. Adds its ``2 m`` evaluations a point to
+        Compiled where that is faster (:meth:`estimate_compiled`: ReLU, Fourier and random-net
+        maps; :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`):
+        the same draws and numbers, bit for bit. Adds its ``2 m`` evaluations a point to
         ``costs["psi"]``."""
         from . import estimate_kernels
         from . import shrinking_gradient_kernels as kernels
 
         self.costs["psi"] += len(X_eval) * self.estimate_evals_per_point(m)
         run = self.estimate_numpy
+        # a map with a hidden layer forms that many numbers a pair: proportionally fewer a chunk
+        chunk_pairs = max(1, chunk_pairs // fmap.depth)
         if type(rng) is np.random.Generator:
             if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
                 run = self.estimate_coordinate
@@ -209,13 +211,10 @@ class KernelExpansion:
             return out
         X_train = np.ascontiguousarray(X_train, dtype=float)
         X_eval = np.ascontiguousarray(X_eval, dtype=float)
-        kind, sigma = kernels.kind_of(fmap), float(getattr(fmap, "sigma", 1.0))
         rows_per_chunk = max(1, chunk_pairs // m)
         for a in range(0, n, rows_per_chunk):
             counts = rng.multinomial(m, q, size=min(n, a + rows_per_chunk) - a)
-            kernels.chunk_estimates(
-                X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out
-            )
+            kernels.chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out)
         return out
 
     def estimate_coordinate(

@@ -83,7 +83,7 @@ def fit_compiled(
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
     W = fmap.sample(rng, r)
-    Ws, b = kernels.split(W, kind)
+    Ws, b = kernels.split(W, kind, fmap)
     inv_sqrt_r = 1.0 / math.sqrt(r)
     beta, z, losses = np.zeros(r), np.empty(r), np.empty(T)
     state = np.array([2.0])  # the exponent of the loss

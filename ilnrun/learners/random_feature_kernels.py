@@ -7,8 +7,10 @@ same calls in the same order, from the cell's ``np.random.Generator`` as the num
 order (docs/algorithms.md §2.6):
 
 - a prediction ``sum_j c_j psi(x_t; w_j)`` is the same BLAS ``ddot`` (``np.dot`` compiles to it);
-- ``W x_t`` of the ReLU and Fourier maps is the same BLAS call: ``gemv`` over two rows or more,
-  ``ddot`` for a single row (numpy's ``matmul`` turns a one-row product into a dot);
+- ``W x_t`` of the ReLU, Fourier and random-net maps is the same BLAS call: ``gemv`` over two
+  rows or more, ``ddot`` for a single row (numpy's ``matmul`` turns a one-row product into a
+  dot); a random-net unit's ``v . relu(W x)`` is numpy's ``einsum`` order
+  (``shrinking_gradient_kernels.net_point``);
 - the coefficient updates, the decay and its global scale are elementwise, as in numpy.
 
 So ``FitResult`` is bit-identical to the numpy path's. Whether this numpy build's BLAS and cosine
@@ -19,7 +21,9 @@ Gradient (its kernels module holds the switch, the notes and the compilation cac
 
 The stored parameters are ``(W, b)``: coordinate indices and ``None``; ReLU rows and ``None``;
 Fourier rows ``w`` (contiguous) and phases ``b``, so that ``W x`` is one ``gemv`` of the rows
-played, as numpy's ``W[:, :-1] @ x`` is. The map is read from these types when numba compiles
+played, as numpy's ``W[:, :-1] @ x`` is; random-net hidden rows (``h`` rows of ``D`` a draw,
+contiguous: numpy's ``W[:, :h D].reshape(n h, D) @ x``) and output weights ``b`` (a row ``v`` of
+``h`` a draw). The map is read from these types when numba compiles
 (:func:`features`, :func:`draws`): a pass is compiled for one map at a time, with only that map's
 code, which keeps the first compilation short.
 """
@@ -32,7 +36,17 @@ import numpy as np
 
 from . import shrinking_gradient_kernels as sgk
 from .compiled import RF_CHECKS as PROBES
-from .shrinking_gradient_kernels import COORDINATE, FOURIER, RELU, SQRT2, _jit, relu
+from .shrinking_gradient_kernels import (
+    COORDINATE,
+    FOURIER,
+    RANDOM_NET,
+    RELU,
+    SQRT2,
+    _jit,
+    net_point,
+    relu,
+    wx,
+)
 
 DIVERGENCE_BOUND = sgk.DIVERGENCE_BOUND
 kind_of = sgk.kind_of  # the compiled map of a feature map, or None
@@ -41,21 +55,24 @@ kind_of = sgk.kind_of  # the compiled map of a feature map, or None
 # ----------------------------------------------------------------------------------------------
 # feature maps: the map is the type of the stores ``(W, b)`` — coordinate: ``W`` the indices
 # (int64), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
-# phases. numba compiles a pass once per map, with that map's code only (a short first compile).
+# phases (1-D); random-net: ``W`` the hidden rows, ``b`` the output weights (2-D). numba
+# compiles a pass once per map, with that map's code only (a short first compile).
 
 
 def features(x, W, b, lo, hi, out):
     """``out[:hi - lo] = psi(x; w_j)`` for the stored ``w_lo .. w_{hi-1}`` (``FeatureMap.point``):
-    coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``,
-    with ``W x`` as numpy forms it (one row: ``ddot``; more: ``gemv``). Compiled code only."""
+    coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``;
+    random-net ``2 relu(v_j . relu(W_j x) / sqrt(h))``, with ``W x`` as numpy forms it (one row:
+    ``ddot``; more: ``gemv``). Compiled code only."""
     raise NotImplementedError
 
 
 def draws(rng, d, k, sigma, W, b, lo):
     """Draw ``w_lo .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
     them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
-    ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``.
-    Compiled code only."""
+    ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``;
+    random-net ``rng.standard_normal((k, h D + h))``, split into the stores. Compiled code
+    only."""
     raise NotImplementedError
 
 
@@ -64,12 +81,7 @@ def _coordinate(x, W, b, lo, hi, out):
         out[j] = x[W[lo + j]]
 
 
-def _wx(x, W, lo, hi, out):
-    """``out[:hi - lo] = W[lo:hi] x``: ``ddot`` for one row, ``gemv`` for more (numpy's matmul)."""
-    if hi - lo == 1:
-        out[0] = np.dot(W[lo], x)
-    else:
-        out[: hi - lo] = np.dot(W[lo:hi], x)
+_wx = wx  # W[lo:hi] x as numpy forms it
 
 
 def _relu(x, W, b, lo, hi, out):
@@ -82,6 +94,10 @@ def _fourier(x, W, b, lo, hi, out):
     _wx(x, W, lo, hi, out)
     for j in range(hi - lo):
         out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+
+
+def _random_net(x, W, b, lo, hi, out):
+    net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
 
 
 def _draw_coordinate(rng, d, k, sigma, W, b, lo):
@@ -97,27 +113,38 @@ def _draw_fourier(rng, d, k, sigma, W, b, lo):
     b[lo : lo + k] = rng.uniform(0.0, 2.0 * np.pi, k)
 
 
+def _draw_random_net(rng, d, k, sigma, W, b, lo):
+    h = b.shape[1]
+    o = h * d
+    drawn = rng.standard_normal((k, o + h))  # per draw: W row-major, then v
+    for j in range(k):
+        for l in range(h):
+            for c in range(d):
+                W[(lo + j) * h + l, c] = drawn[j, l * d + c]
+            b[lo + j, l] = drawn[j, o + l]
+
+
 if sgk.numba is not None:
     from numba.core import types
     from numba.extending import overload
 
-    _wx = sgk._jit(_wx)
-
-    def _by_map(W, b, coordinate, relu_, fourier):
+    def _by_map(W, b, coordinate, relu_, fourier, random_net):
         """The implementation for the stores' types (see above)."""
         if W.ndim == 1:
             return coordinate
-        return relu_ if isinstance(b, types.NoneType) else fourier
+        if isinstance(b, types.NoneType):
+            return relu_
+        return random_net if b.ndim == 2 else fourier
 
     # inlined into the pass (numba IR): as fast as one function with the map's code written in
     # (as a call, the Fourier and Fixed-Random passes ran ~12% slower)
     @overload(features, inline="always")
     def _features(x, W, b, lo, hi, out):
-        return _by_map(W, b, _coordinate, _relu, _fourier)
+        return _by_map(W, b, _coordinate, _relu, _fourier, _random_net)
 
     @overload(draws, inline="always")
     def _draws(rng, d, k, sigma, W, b, lo):
-        return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier)
+        return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier, _draw_random_net)
 
 
 @_jit
@@ -232,32 +259,49 @@ def use_compiled(fmap) -> bool:
 
 def probe_map(kind: int, D: int):
     """A feature map of ``kind`` in ``D`` dimensions for the self-checks (Fourier:
-    ``sigma = 1.7``)."""
-    from ..features import Coordinate, Fourier, ReLU
+    ``sigma = 1.7``; random-net: ``h = 11``, a block of eight and a rest in its sums)."""
+    from ..features import Coordinate, Fourier, RandomNet, ReLU
 
     if kind == COORDINATE:
         return Coordinate(D)
+    if kind == RANDOM_NET:
+        return RandomNet(D, 11)
     return ReLU(D) if kind == RELU else Fourier(D, 1.7)
 
 
 def stored(fmap, kind: int, n: int) -> tuple:
-    """Empty stores ``(W, b)`` for ``n`` parameters of ``fmap`` (``b`` None but for Fourier)."""
+    """Empty stores ``(W, b)`` for ``n`` parameters of ``fmap`` (``b`` None but for Fourier and
+    random-net)."""
     if kind == COORDINATE:
         return np.empty(n, np.int64), None
+    if kind == RANDOM_NET:
+        return np.empty((n * fmap.h, fmap.d)), np.empty((n, fmap.h))
     return np.empty((n, fmap.d)), (np.empty(n) if kind == FOURIER else None)
 
 
-def split(W: np.ndarray, kind: int) -> tuple:
-    """``FeatureMap.sample``'s parameters as the kernels store them: ``(W, b)``."""
+def split(W: np.ndarray, kind: int, fmap) -> tuple:
+    """``FeatureMap.sample``'s parameters of ``fmap`` as the kernels store them: ``(W, b)``."""
     if kind == COORDINATE:
         return np.ascontiguousarray(W, np.int64), None
     if kind == RELU:
         return np.ascontiguousarray(W), None
+    if kind == RANDOM_NET:
+        h, hd = fmap.h, fmap.h * fmap.d
+        return (
+            np.ascontiguousarray(W[:, :hd]).reshape(len(W) * h, fmap.d),
+            np.ascontiguousarray(W[:, hd:]),
+        )
     return np.ascontiguousarray(W[:, :-1]), np.ascontiguousarray(W[:, -1])
 
 
 def joined(W: np.ndarray, b, kind: int, n: int) -> np.ndarray:
     """The first ``n`` stored parameters in ``FeatureMap.sample``'s layout."""
+    if kind == RANDOM_NET:
+        h, d = b.shape[1], W.shape[1]
+        out = np.empty((n, h * d + h))
+        out[:, : h * d] = W[: n * h].reshape(n, h * d)
+        out[:, h * d :] = b[:n]
+        return out
     if kind != FOURIER:
         return W[:n]
     out = np.empty((n, W.shape[1] + 1))

@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ..features import Coordinate, FeatureMap, Fourier, ReLU
+from ..features import Coordinate, FeatureMap, Fourier, RandomNet, ReLU
 from ..params import Param
 from ..schedules import step_sizes
 from ..theory import TrainKernel, lemma5_ratio
@@ -182,14 +182,14 @@ def fit_compiled(
     state = np.array([1.0, 0.0, 2.0])  # s, total, the exponent of the loss
     counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, diverged
     kind = kernels.kind_of(fmap)
-    sigma = kernels.map_sigma(kind, getattr(fmap, "sigma", 1.0))
+    param = kernels.map_param(fmap)
     blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
     if threads > 1 and m >= PARALLEL_FROM:
         blocks = kernels.set_threads(threads) * 4
     n, timed_out = compiled_rounds(
         T, deadline, lambda t: max(1, m),
         lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, sigma, m, SHRINK_BOUND * B, -1.0 if printed_sign else 1.0,
+            t, t1, X, yv, etas, kind, param, m, SHRINK_BOUND * B, -1.0 if printed_sign else 1.0,
             sampler == "systematic", RESCALE_BELOW, blocks, rng,
             a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
         ),
@@ -338,9 +338,11 @@ def _agrees(kind: int) -> bool:
     D = 19
     X = probe.standard_normal((70, D)) / 3.0
     y = np.tanh(X[:50, 0] + X[:50, 1])
-    fmap = {kernels.COORDINATE: Coordinate, kernels.RELU: ReLU}.get(
-        kind, lambda d: Fourier(d, 1.7)
-    )(D)
+    fmap = {
+        kernels.COORDINATE: Coordinate,
+        kernels.RELU: ReLU,
+        kernels.RANDOM_NET: lambda d: RandomNet(d, 11),  # h = 11: a block of 8 and a rest
+    }.get(kind, lambda d: Fourier(d, 1.7))(D)
     for sampler in ("iid", "systematic"):
         kw = dict(eta=0.5, m=23, B=1 / 8, sampler=sampler, schedule="inv_sqrt")
         r0 = fit_numpy(X[:50], y, fmap, np.random.default_rng(1), **kw)

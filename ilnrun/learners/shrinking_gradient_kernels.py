@@ -8,9 +8,10 @@ of the test estimates are drawn by numpy itself, between the compiled calls), an
 form every sum in the numpy code's order (docs/algorithms.md §1.9):
 
 - ``E_t``'s sum ``sum_k sgn(alpha_i) psi(x_i; w_k) psi(x_t; w_k)`` and the ``W x_t`` of the
-  ReLU and Fourier maps are the same BLAS calls (``np.dot`` compiles to them);
+  ReLU, Fourier and random-net maps are the same BLAS calls (``np.dot`` compiles to them);
 - ``w . x_i`` of a drawn pair is numpy's ``einsum('ij,ij->i')`` inner loop written out
-  (:func:`einsum_dot`: two lanes, blocks of eight, lanes added at the end);
+  (:func:`einsum_dot`: two lanes, blocks of eight, lanes added at the end); so are a random-net
+  unit's ``w_l . x`` and ``v . relu(W x)`` (:func:`net_psi`);
 - the mean over the ``m`` samples of a test estimate is numpy's pairwise sum (:func:`pairwise_sum`).
 
 So ``FitResult`` and every test estimate are bit-identical to the numpy path's. That these
@@ -24,7 +25,7 @@ a digest on every file, damaged files rebuilt, saves locked): numba writes it un
 ``NUMBA_CACHE_DIR`` when that is set, else to ``__pycache__`` beside this module, else (a
 read-only install) to the user's cache directory (``~/.cache/numba``); where nothing is
 writable the kernels are compiled in memory in every process. Only what a run uses is compiled:
-coordinate features pass ``sigma=None`` (:func:`map_sigma`), whose branches numba removes
+coordinate features pass ``param=None`` (:func:`map_param`), whose branches numba removes
 before compiling, and the serial pass ``blocks=None``, so neither Gaussian draws nor the
 parallel search are compiled for a run that does not use them.
 """
@@ -43,12 +44,14 @@ from ..compiled_cache import jit as compiled_jit
 from .compiled import NO_NUMBA_ENV, switched_off
 from .compiled import SG_CHECKS as PROBES
 
-COORDINATE, RELU, FOURIER = 0, 1, 2
-ESTIMATED_KINDS = (RELU, FOURIER)  # maps whose Algorithm-2 test estimates run compiled
+COORDINATE, RELU, FOURIER, RANDOM_NET = 0, 1, 2, 3
+# maps whose Algorithm-2 test estimates run compiled here
+ESTIMATED_KINDS = (RELU, FOURIER, RANDOM_NET)
 SQRT2 = math.sqrt(2.0)
 DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # numpy's einsum sums w . x of a single pair in buffered pieces of 8192 products: up to that
-# dimension it is one piece (einsum_dot); beyond it ReLU and Fourier features run as numpy code
+# dimension it is one piece (einsum_dot); beyond it ReLU, Fourier and random-net features (whose
+# hidden width h is summed the same way) run as numpy code
 MAX_D = 8192
 # a round's search gathers each pair as it finds its row while the stored rows hold at most
 # this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
@@ -198,20 +201,25 @@ def pairwise_sum(a, lo, n):
 
 
 # ----------------------------------------------------------------------------------------------
-# feature maps: the draws of FeatureMap.sample and the values of FeatureMap.pairs / point
+# feature maps: the draws of FeatureMap.sample and the values of FeatureMap.pairs / point.
+# ``param`` is the map's number (:func:`map_param`): ``None`` for coordinate features, the
+# bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU.
 
 
 @_jit
-def draw_w(rng, kind, d, n, sigma):
+def draw_w(rng, kind, d, n, param):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
-    ReLU / Fourier parameters in the rows of ``Wf`` (Fourier: the phase in the last column).
-    ``sigma is None`` for coordinate features (see :func:`map_sigma`)."""
-    if sigma is None:
+    ReLU / Fourier / random-net parameters in the rows of ``Wf`` (Fourier: the phase in the last
+    column; random-net: ``W`` row-major, then ``v``)."""
+    if param is None:
         return rng.integers(0, d, n), np.empty((0, 0))
     if kind == RELU:
         return np.empty(0, np.int64), rng.standard_normal((n, d))
+    if kind == RANDOM_NET:
+        h = int(param)
+        return np.empty(0, np.int64), rng.standard_normal((n, h * d + h))
     Wf = np.empty((n, d + 1))
-    Wf[:, :d] = rng.standard_normal((n, d)) / sigma
+    Wf[:, :d] = rng.standard_normal((n, d)) / param
     Wf[:, d] = rng.uniform(0.0, 2.0 * np.pi, n)
     return np.empty(0, np.int64), Wf
 
@@ -223,32 +231,100 @@ def relu(v):
 
 
 @_jit
-def pair(kind, sigma, X, i, wi, Wf, j, d):
+def wx(x, W, lo, hi, out):
+    """``out[:hi - lo] = W[lo:hi] x``: ``ddot`` for one row, ``gemv`` for more (numpy's
+    ``matmul`` turns a one-row product into a dot)."""
+    if hi - lo == 1:
+        out[0] = np.dot(W[lo], x)
+    else:
+        out[: hi - lo] = np.dot(W[lo:hi], x)
+
+
+@_jit
+def net_unit(x, w, d, l):
+    """``relu(W_l . x)`` of a random-net draw ``w`` (``W`` row-major in ``w[:h d]``), the sum in
+    ``einsum('ij,ij->i')``'s order (``RandomNet.pairs``)."""
+    return relu(einsum_dot(x, w[l * d : (l + 1) * d], d))
+
+
+@_jit
+def net_psi(x, w, d, h):
+    """``2 relu(v . relu(W x) / sqrt(h))`` for one random-net draw ``w = (W, v)``, as
+    ``RandomNet.pairs`` forms it: every ``W_l . x`` and then ``v . relu(W x)`` in the order of
+    numpy's ``einsum('ij,ij->i')`` (:func:`einsum_dot`'s lanes, with the hidden unit ``l``
+    computed where that loop reads its ``l``-th number)."""
+    o = h * d
+    l0 = 0.0
+    l1 = 0.0
+    k = 0
+    while h - k >= 8:
+        a = w[o + k + 6] * net_unit(x, w, d, k + 6) + l0
+        b = w[o + k + 7] * net_unit(x, w, d, k + 7) + l1
+        a = w[o + k + 4] * net_unit(x, w, d, k + 4) + a
+        b = w[o + k + 5] * net_unit(x, w, d, k + 5) + b
+        a = w[o + k + 2] * net_unit(x, w, d, k + 2) + a
+        b = w[o + k + 3] * net_unit(x, w, d, k + 3) + b
+        l0 = w[o + k] * net_unit(x, w, d, k) + a
+        l1 = w[o + k + 1] * net_unit(x, w, d, k + 1) + b
+        k += 8
+    while k < h:
+        l0 = w[o + k] * net_unit(x, w, d, k) + l0
+        if k + 1 < h:
+            l1 = w[o + k + 1] * net_unit(x, w, d, k + 1) + l1
+        k += 2
+    return 2.0 * relu((l0 + l1) / math.sqrt(h))
+
+
+@_jit
+def net_point(x, W, V, lo, hi, d, h, out):
+    """``out[j] = psi(x; w_{lo + j})`` for random-net draws stored as ``W`` (``h`` rows of ``d``
+    per draw, C-contiguous) and ``V`` (a row ``v`` per draw), as ``RandomNet.point`` forms them:
+    ``W x`` by one BLAS call (:func:`wx`), ``v . relu(W x)`` by :func:`einsum_dot`."""
+    n = hi - lo
+    pre = np.empty(n * h)
+    wx(x, W, lo * h, hi * h, pre)
+    root_h = math.sqrt(h)
+    for j in range(n):
+        for l in range(j * h, (j + 1) * h):
+            pre[l] = relu(pre[l])
+        out[j] = 2.0 * relu(einsum_dot(V[lo + j], pre[j * h : (j + 1) * h], h) / root_h)
+
+
+@_jit
+def pair(kind, param, X, i, wi, Wf, j, d):
     """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
-    if sigma is None:
+    if param is None:
         return X[i, wi[j]]
     if kind == RELU:
         return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
+    if kind == RANDOM_NET:
+        return net_psi(X[i], Wf[j], d, int(param))
     return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
 
 
 @_jit
-def pairs(kind, sigma, X, rows, wi, Wf, j0, d, order, out):
+def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
     for k in order:
-        out[k] = pair(kind, sigma, X, rows[k], wi, Wf, j0 + k, d)
+        out[k] = pair(kind, param, X, rows[k], wi, Wf, j0 + k, d)
 
 
 @_jit
-def psi_point(kind, sigma, x, wi, Wf, d):
+def psi_point(kind, param, x, wi, Wf, d):
     """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
-    if sigma is None:
+    if param is None:
         return x[wi]
     if kind == RELU:
         v = np.dot(Wf, x)
         for j in range(len(v)):
             v[j] = SQRT2 * relu(v[j])
+        return v
+    if kind == RANDOM_NET:
+        h, n = int(param), Wf.shape[0]
+        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
+        v = np.empty(n)
+        net_point(x, W, Wf[:, h * d :], 0, n, d, h, v)
         return v
     v = np.dot(np.ascontiguousarray(Wf[:, :d]), x)
     for j in range(len(v)):
@@ -316,7 +392,7 @@ def key_order(u, total, start, bucket, order):
 
 
 @_jit
-def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
     from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
     numbers whichever of the two loops below runs)."""
@@ -324,27 +400,27 @@ def search_pairs(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
         for k in order:
             h = search_from(cum, n, u[k], h)
-            out[k] = pair(kind, sigma, X, h, wi, Wf, k, d) * sgn[h]
+            out[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
         return
     row = X.strides[0]
     for k in order:  # else the reads from memory overlap best in a loop of their own
         h = search_from(cum, n, u[k], h)
         i[k] = h
-        if sigma is None:  # start reading the pair's number now: the gather then finds it
+        if param is None:  # start reading the pair's number now: the gather then finds it
             prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
-    pairs(kind, sigma, X, i, wi, Wf, 0, d, order, out)
+    pairs(kind, param, X, i, wi, Wf, 0, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
 
-def _search_pairs_parallel(kind, sigma, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+def _search_pairs_parallel(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
     """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
     ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
     m = len(order)
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, sigma, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            search_pairs(kind, param, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
 search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
@@ -356,13 +432,13 @@ search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
 
 @_jit
 def sg_rounds(
-    t0, t1, X, y, etas, kind, sigma, m, threshold, sign, systematic, rescale_below, blocks, rng,
+    t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks, rng,
     a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. ``sigma``: :func:`map_sigma`. With
+    train_evals, diverged]`` carry the pass between calls. ``param``: :func:`map_param`. With
     ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
     ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
@@ -384,17 +460,17 @@ def sg_rounds(
             else:  # rng.random(m) * total, one draw at a time (the same stream)
                 for k in range(m):
                     u[k] = rng.random() * total
-            wi, Wf = draw_w(rng, kind, d, m, sigma)
-            psi_t = psi_point(kind, sigma, X[t], wi, Wf, d)
+            wi, Wf = draw_w(rng, kind, d, m, param)
+            psi_t = psi_point(kind, param, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
             if not systematic:
                 key_order(u, total, start, bucket, order)
             if blocks is None:
-                search_pairs(kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
+                search_pairs(kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
             else:
                 search_pairs_parallel(
-                    kind, sigma, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
+                    kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
                 )
             counts[1] += m
             counts[2] += 2 * m
@@ -442,21 +518,23 @@ def average_recursion(decay, G):
         G[i] = acc
 
 
-def chunk_estimates(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
-    """:func:`chunk_estimates_compiled` for the map ``kind`` (``sigma``: :func:`map_sigma`)."""
-    sigma = map_sigma(kind, sigma)
-    chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out)
+def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
+    """:func:`chunk_estimates_compiled` for the feature map ``fmap`` (its :func:`kind_of` and
+    :func:`map_param`)."""
+    chunk_estimates_compiled(
+        X_train, X_eval, a, kind_of(fmap), map_param(fmap), sgn, total, m, counts, rng, out
+    )
 
 
 @_jit
-def chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, counts, rng, out):
+def chunk_estimates_compiled(X_train, X_eval, a, kind, param, sgn, total, m, counts, rng, out):
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
     products ``sgn(alpha_i) psi(x_i; w) psi(x; w)`` of a row in ascending ``i``, and
     ``E = |alpha|_1 mean_k(...)``."""
     rows, d = counts.shape[0], X_eval.shape[1]
-    wi, Wf = draw_w(rng, kind, d, rows * m, sigma)
+    wi, Wf = draw_w(rng, kind, d, rows * m, param)
     idx, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
     prod, pe = np.empty(m), np.empty(m)
     for r in range(rows):
@@ -466,8 +544,8 @@ def chunk_estimates_compiled(X_train, X_eval, a, kind, sigma, sgn, total, m, cou
                 idx[k] = i
                 k += 1
         pts[:] = a + r
-        pairs(kind, sigma, X_train, idx, wi, Wf, r * m, d, order, prod)
-        pairs(kind, sigma, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        pairs(kind, param, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, param, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
         out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
@@ -492,22 +570,30 @@ def set_threads(threads: int) -> int:
     return n
 
 
-def map_sigma(kind: int, sigma: float) -> float | None:
-    """The ``sigma`` argument of the kernels: ``None`` for coordinate features, else the map's
-    bandwidth (ReLU: unused). numba removes the branches on ``sigma is None`` before it
-    compiles a function for a ``None`` argument, so a coordinate pass compiles no Gaussian
-    draws and no dense products (its cold compile takes seconds less); ReLU and Fourier
-    share one compiled pass."""
-    return None if kind == COORDINATE else float(sigma)
+def map_param(fmap) -> float | None:
+    """The ``param`` argument of the kernels for a map they know: ``None`` for coordinate
+    features, else the map's one number as a float: the Fourier bandwidth ``sigma``, the
+    random-net hidden width ``h`` (ReLU: 1.0, unused). numba removes the branches on
+    ``param is None`` before it compiles a function for a ``None`` argument, so a coordinate
+    pass compiles no Gaussian draws and no dense products (its cold compile takes seconds
+    less); ReLU, Fourier and random-net share one compiled pass."""
+    kind = kind_of(fmap)
+    if kind == COORDINATE:
+        return None
+    return float(fmap.h) if kind == RANDOM_NET else float(getattr(fmap, "sigma", 1.0))
 
 
 def kind_of(fmap) -> int | None:
-    """The compiled map of a feature map (its exact class only, ReLU and Fourier up to
-    ``MAX_D`` dimensions), or ``None``."""
-    from ..features import Coordinate, Fourier, ReLU
+    """The compiled map of a feature map (its exact class only; ReLU, Fourier and random-net up
+    to ``MAX_D`` dimensions, random-net up to ``MAX_D`` hidden units), or ``None``."""
+    from ..features import Coordinate, Fourier, RandomNet, ReLU
 
-    kind = {Coordinate: COORDINATE, ReLU: RELU, Fourier: FOURIER}.get(type(fmap))
-    return None if kind in (RELU, FOURIER) and fmap.d > MAX_D else kind
+    kind = {Coordinate: COORDINATE, ReLU: RELU, Fourier: FOURIER, RandomNet: RANDOM_NET}.get(
+        type(fmap)
+    )
+    if kind != COORDINATE and kind is not None and fmap.d > MAX_D:
+        return None
+    return None if kind == RANDOM_NET and fmap.h > MAX_D else kind
 
 
 NOTED_ENV = "ILNRUN_NOTED"  # digests of the notes printed, inherited by the workers of a run
@@ -551,7 +637,8 @@ def use_compiled(fmap) -> bool:
 
 
 def estimates_compiled(fmap) -> bool:
-    """Whether the Algorithm-2 test estimates of ReLU and Fourier maps run compiled here (about
+    """Whether the Algorithm-2 test estimates of ReLU, Fourier and random-net maps run compiled
+    here (about
     twice as fast as numpy's per-pair einsum). Coordinate features have their own compiled
     estimates, multinomial counts included (``estimate_kernels``,
     ``KernelExpansion.estimate_coordinate``)."""

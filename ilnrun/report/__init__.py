@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from ..results import write_atomic
-from .data import ReportData
+from .data import PROTOCOL_MARK, ReportData
+from .legacy import worded
 from .sections import SECTIONS
 
 
@@ -61,7 +62,10 @@ def _reports(experiments_dir: Path) -> list[Path]:
 def build_index(experiments_dir: Path) -> Path:
     """Write ``experiments_dir/README.md``: one entry per ``*/REPORT.md`` with its title, the
     commands that regenerate it and its headline (the ``## Headline`` section, else the first
-    paragraph), all taken from the reports themselves."""
+    paragraph), all taken from the reports themselves. A report without the line
+    :data:`~ilnrun.report.data.PROTOCOL_MARK` predates headline lines that name their protocol
+    (with the closed-form kernel / without the kernel): its lines are worded by
+    :func:`ilnrun.report.legacy.worded`."""
     experiments_dir = Path(experiments_dir)
     L = [
         "# Experiments",
@@ -73,6 +77,8 @@ def build_index(experiments_dir: Path) -> Path:
     for report in _reports(experiments_dir):
         lines = report.read_bytes()[:MAX_REPORT_BYTES].decode("utf-8", "replace").splitlines()
         title = lines[0].lstrip("# ").strip() if lines else report.parent.name
+        if not any(x.startswith(PROTOCOL_MARK) for x in lines):
+            lines = [worded(x) if x.startswith("- ") else x for x in lines]
         L += [f"## [{title}]({report.relative_to(experiments_dir)})", ""]
         if lines.count("```") >= 2:  # the first code block holds the commands
             a = lines.index("```")
@@ -83,7 +89,7 @@ def build_index(experiments_dir: Path) -> Path:
             b = next((i for i in range(a, len(lines)) if lines[i].startswith("## ")), len(lines))
             L += [x for x in lines[a:b] if x.strip()] + [""]
         else:
-            body = [x for x in lines[1:] if x.strip() and not x.startswith(("#", "_", "`"))]
+            body = [x for x in lines[1:] if x.strip() and not x.startswith(("#", "_", "`", "<!--"))]
             L += body[:1] + [""]
     path = experiments_dir / "README.md"
     write_atomic(path, "\n".join(L) + "\n")

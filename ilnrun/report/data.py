@@ -106,12 +106,38 @@ ONE_REPETITION = "One repetition: no interval or verdict can be computed."
 # the best-constant loss on the same test points as a test loss
 CONST_OF = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
 
+# The two protocols of a verdict (docs/protocol.md §7.3). ``KERNEL``: the proposed learner
+# selected and scored as the run's tables do — with the closed-form kernel in an exact run;
+# ``FREE``: selected on its Algorithm-2 validation loss and scored on its Algorithm-2 test loss,
+# against the learners that need no kernel on their own features. Each view is the same
+# selection and paired comparison (:func:`pick`, :func:`paired`) on the runs table of its mode
+# (:meth:`ReportData.view`).
+KERNEL, FREE = "kernel", "free"
+MODE_TITLE = {KERNEL: "with the closed-form kernel", FREE: "without the kernel"}
+# The machine-readable line of every report written since its headline lines name their
+# protocol (followed by the run's ``evaluation.kernel`` and `` -->``): ``ilnrun index`` copies
+# such a headline as it is, and words the lines of a report without it
+# (:mod:`ilnrun.report.legacy`).
+PROTOCOL_MARK = "<!-- ilnrun report: headline lines name their protocol; evaluation.kernel: "
+
 # (metric, selection rule for pick(), description) of the claims checked
 COMPARISONS = (
     ("test_loss", None, "test loss (settings selected on validation loss)"),
     ("online_loss", None, "online loss (same settings)"),
     ("online_loss", "online_loss", "online loss (each learner's best setting for online loss)"),
 )
+
+
+def m_test_text(m_test: Any) -> str:
+    """``evaluation.m_test`` in words: ``m_test = 1000``, ``m_test by Theorem 1.3's rule``,
+    ``m_test = 0.5·T``, ``m_test = the training m``."""
+    if isinstance(m_test, dict) and "per_T" in m_test:
+        return f"m_test = {m_test['per_T']:g}·T"
+    if m_test == "theorem1":
+        return "m_test by Theorem 1.3's rule (⌈c B⁴ T log(BT)⌉)"
+    if m_test == "train":
+        return "m_test = the training m"
+    return f"m_test = {m_test}"
 
 
 def setting_values(setting: str) -> dict[str, str]:
@@ -184,6 +210,92 @@ class ReportData:
         # the repetitions the results hold (a run may have been stopped before the config's)
         reps = self.runs["repetition"].nunique() if "repetition" in self.runs else 0
         self.repetitions = int(reps) or int(self.cfg.get("repetitions", 1))
+        self._views: dict[str, pd.DataFrame | None] = {}
+
+    @property
+    def eval_kernel(self) -> str:
+        """The run's protocol, ``exact`` or ``free`` (``evaluation.kernel``; the rows'
+        ``eval_kernel``; results written before the key existed: ``exact``)."""
+        if "eval_kernel" in self.runs and self.runs["eval_kernel"].notna().any():
+            return str(self.runs["eval_kernel"].dropna().iloc[0])
+        return str(self.cfg["evaluation"].get("kernel", "exact"))
+
+    @property
+    def run_protocol(self) -> str:
+        """The run's own tables in words (:data:`MODE_TITLE`): ``with the closed-form kernel``
+        for an exact run, ``without the kernel`` for a kernel-free one."""
+        return MODE_TITLE[FREE if self.eval_kernel == "free" else KERNEL]
+
+    @property
+    def free_points_differ(self) -> bool:
+        """Whether the without-kernel comparison scores the proposed learner and the feature
+        learners on different test points: an exact run written before ``test_loss_subset``
+        existed, whose Algorithm-2 loss is on the first ``n_test_estimated`` points only."""
+        n_est = self.cfg["evaluation"].get("n_test_estimated", "all")
+        if self.eval_kernel != "exact" or "test_loss_subset" in self.runs or n_est == "all":
+            return False
+        if "n_test" not in self.runs:
+            return True
+        n_test = pd.to_numeric(self.runs["n_test"], errors="coerce")  # e.g. 'rest' of a table
+        return not (n_test.notna().all() and (n_test <= int(n_est)).all())
+
+    def view(self, mode: str | None = None) -> pd.DataFrame | None:
+        """The runs table a verdict of protocol ``mode`` reads; ``None``: the run's own rows.
+
+        - ``KERNEL``: the rows as written by an exact run; ``None`` when the run was kernel-free
+          (``evaluation.kernel: free``: nothing was evaluated with the kernel).
+        - ``FREE``: the learners that do not need the kernel; under ``free`` their rows as
+          written; in an exact run, the proposed learners' rows with ``selected`` ←
+          ``selected_estimated`` (selection on ``val_loss_estimated``), ``test_loss`` ←
+          ``test_loss_estimated`` and ``test_loss_const`` ← ``test_loss_const_subset`` (its
+          points), the feature learners' ``test_loss`` ← ``test_loss_subset`` on the same
+          points where the rows have it (else their loss on all test points:
+          :attr:`free_points_differ`). ``None`` when no proposed learner has an Algorithm-2
+          validation loss (results written before it existed)."""
+        if mode is None:
+            return self.runs
+        if mode not in self._views:
+            self._views[mode] = self._make_view(mode)
+        return self._views[mode]
+
+    def _make_view(self, mode: str) -> pd.DataFrame | None:
+        runs, free = self.runs, self.eval_kernel == "free"
+        if mode == KERNEL:
+            return None if free else runs
+        runs = runs[~runs["method"].map(lambda m: m in LEARNERS and LEARNERS[m].needs_kernel)]
+        if free:
+            return runs
+        own = runs["method"].map(lambda m: m in LEARNERS and LEARNERS[m].estimated_validation)
+        if (
+            "val_loss_estimated" not in runs
+            or "selected_estimated" not in runs
+            or not runs.loc[own & runs["method"].isin(self.proposed), "val_loss_estimated"]
+            .notna()
+            .any()
+        ):
+            return None
+        runs = runs.copy()
+        runs.loc[own, "selected"] = runs.loc[own, "selected_estimated"].astype(bool)
+        runs.loc[own, "test_loss"] = runs.loc[own, "test_loss_estimated"]
+        if "test_nmse_estimated" in runs:
+            runs.loc[own, "test_nmse"] = runs.loc[own, "test_nmse_estimated"]
+        subset = "test_loss_const_subset" in runs
+        if subset:
+            runs.loc[own, "test_loss_const"] = runs.loc[own, "test_loss_const_subset"]
+        if "test_loss_subset" in runs and subset:
+            runs.loc[~own, "test_loss"] = runs.loc[~own, "test_loss_subset"]
+            runs.loc[~own, "test_loss_const"] = runs.loc[~own, "test_loss_const_subset"]
+            runs.loc[~own, "test_nmse"] = math.nan  # its NMSE on these points is not written
+        elif "test_loss_const" in runs and not subset:
+            runs.loc[own, "test_loss_const"] = math.nan  # no yardstick on its points
+        return runs
+
+    def compared_in(self, mode: str | None) -> list[str]:
+        """The compared learners a verdict of ``mode`` has: under ``FREE`` none that needs the
+        kernel."""
+        if mode != FREE:
+            return self.compared
+        return [m for m in self.compared if not LEARNERS[m].needs_kernel]
 
     @property
     def tested(self) -> bool:
@@ -236,10 +348,13 @@ class ReportData:
         """Whether the results carry the best-constant yardstick (written since it exists)."""
         return "test_loss_const" in self.runs
 
-    def vs_mean(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> dict:
-        """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x)."""
+    def vs_mean(
+        self, method: str, k: int | None, x: Any, metric: str = "test_loss", mode: str | None = None
+    ) -> dict:
+        """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x), on the
+        runs of protocol ``mode`` (:meth:`view`)."""
         keys = self.keys(k if self.budgeted(method) else None, x)
-        return against(self.runs, method, keys, metric)
+        return against(self.view(mode), method, keys, metric)
 
     def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
         """``''`` when the selected setting beats the mean predictor significantly (paired, 95%),
@@ -251,18 +366,22 @@ class ReportData:
             return ""
         return " ‡" if significant(p) else " †"
 
-    def mean_rows(self, metric: str = "test_loss") -> list[tuple[str, int | None, list, str]]:
+    def mean_rows(
+        self, metric: str = "test_loss", mode: str | None = None
+    ) -> list[tuple[str, int | None, list, str]]:
         """(learner, budget, paired results per x, plain verdict) of 'the learner's ``metric``
-        is below the best constant predictor's', for every learner that has the metric."""
+        is below the best constant predictor's', for every learner that has the metric, on the
+        runs of protocol ``mode`` (:meth:`view`; none when that view cannot be made)."""
         out = []
-        if not self.has_const:
+        runs = self.view(mode)
+        if not self.has_const or runs is None:
             return out
         for m in self.methods:
-            rows = self.runs[self.runs["method"] == m]
+            rows = runs[runs["method"] == m]
             if metric not in rows or not rows[metric].notna().any():
                 continue  # a metric this learner does not have (diverged losses are inf)
             for k in self.ks if self.budgeted(m) else [None]:
-                ps = [self.vs_mean(m, k, x, metric) for x in self.xs]
+                ps = [self.vs_mean(m, k, x, metric, mode) for x in self.xs]
                 words = [verdict_word(p, short(m)) for p in ps]
                 out.append((m, k, ps, against_mean_counted(words, self.xa)))
         return out
@@ -301,19 +420,22 @@ class ReportData:
         return out
 
     def verdict_rows(
-        self, metric: str, by: str | None = None
+        self, metric: str, by: str | None = None, mode: str | None = None
     ) -> list[tuple[str, str, int | None, list[dict], str]]:
         """(subject, other learner, budget, paired results per x value, verdict) for the claim
-        'the proposed learner has a lower ``metric`` than each competitor'."""
-        out = []
+        'the proposed learner has a lower ``metric`` than each competitor', on the runs of
+        protocol ``mode`` (:meth:`view`; no rows when that view cannot be made)."""
+        out: list = []
+        runs = self.view(mode)
+        if runs is None:
+            return out
         for subject in self.proposed:
-            for other in self.compared:
+            for other in self.compared_in(mode):
                 if other == subject:
                     continue
                 for k in self.ks or [None]:
                     ps = [
-                        paired(self.runs, subject, other, self.keys(k, x), metric, by)
-                        for x in self.xs
+                        paired(runs, subject, other, self.keys(k, x), metric, by) for x in self.xs
                     ]
                     words = [verdict_word(p, short(subject)) for p in ps]
                     out.append((subject, other, k, ps, counted_verdict(words, self.xa)))

@@ -1,22 +1,57 @@
 """The figures of the results directory (of a packed one: drawn by the report,
-:attr:`ReportData.figure_dir`), copied next to the report."""
+:attr:`ReportData.figure_dir`), copied next to the report; how to read the cost–NMSE frontier,
+or why it is not drawn."""
 
 from __future__ import annotations
 
 from ...results import copy_atomic
 from ..data import ReportData
+from .tables import spread
 
-FIGURES = ("figure1", "budget_sweep", "regret", "curves")
+FIGURES = ("figure1", "budget_sweep", "regret", "curves", "frontier", "m_test")
+# the figures this section shows (``m_test`` is shown by its own section)
+SHOWN = FIGURES[:5]
+
+FRONTIER = (
+    "How to read `frontier.png`: each point is one learner at one budget; x is what one cell "
+    "cost in total (ψ-evaluations of training, validation and test, plus closed-form kernel "
+    "values; log scale), y the test NMSE of the selected setting ({spread}). Down and to the "
+    "left is better: at equal cost the lower curve reaches the lower NMSE. Hollow points, "
+    "labelled “(kernel)”, were scored with the closed-form kernel, which a user without the "
+    "kernel cannot do (its values counted as evaluations); filled points are kernel-free. In "
+    "an exact run the proposed learner's kernel-free predictor is drawn dotted: selected on "
+    "its Algorithm-2 validation loss, its Algorithm-2 test NMSE at the cost of training plus "
+    "Algorithm 2 on every validation and test point (`train_evals + test_evals_free · (n_val "
+    "+ n_test)`). Points above the grey NMSE = 1 line do no better than predicting the "
+    "test-label mean."
+)
+
+
+def copy_figure(r: ReportData, stem: str) -> str | None:
+    """Copy ``<stem>.png`` of the results (:attr:`ReportData.figure_dir`) next to the report;
+    its name, or ``None`` when the results hold no such figure (never a directory, never
+    through a link)."""
+    src = r.figure_dir / f"{stem}.png"
+    if not src.is_file() or src.is_symlink():
+        return None
+    if src.resolve() != (r.out_dir / src.name).resolve():
+        copy_atomic(src, r.out_dir / src.name)
+    return src.name
 
 
 def render(r: ReportData) -> list[str]:
-    names = []
-    for stem in FIGURES:
-        src = r.figure_dir / f"{stem}.png"
-        if src.is_file() and not src.is_symlink():  # never a directory, never through a link
-            if src.resolve() != (r.out_dir / src.name).resolve():
-                copy_atomic(src, r.out_dir / src.name)
-            names.append(src.name)
+    names = [n for stem in SHOWN if (n := copy_figure(r, stem)) is not None]
     if not names:
         return []
-    return ["## Figures", ""] + [f"![{n}]({n})" for n in names] + [""]
+    L = ["## Figures", ""]
+    for n in names:
+        L += [f"![{n}]({n})", ""]
+        if n == "frontier.png":
+            L += [FRONTIER.format(spread=spread(r)), ""]
+    if "frontier.png" not in names:
+        from ...plots import frontier_missing
+
+        why = frontier_missing(r.runs)
+        if why is not None:
+            L += [f"_The cost–NMSE {why}._", ""]
+    return L

@@ -60,7 +60,8 @@ def headline_lines(r: ReportData) -> list[str]:
                 how = "(paired by repetition, 95% interval)" if r.tested else "(one repetition)"
                 more = r.tested and len(r.xs) > 1
                 L.append(
-                    f"- Gap to the batch fit{at} ({label(ref)}, test NMSE {_ref_nmse(r, ref)}), "
+                    f"- Gap to the batch fit{at}, {r.run_protocol} ({label(ref)}, test NMSE "
+                    f"{_ref_nmse(r, ref)}), "
                     f"each learner's test NMSE as a multiple of it {how}: "
                     + "; ".join(parts)
                     + (" (each interval in the verdicts)." if more else ".")

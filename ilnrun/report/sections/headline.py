@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import math
 
-from ..data import COMPARISONS, ONE_REPETITION, ReportData, label
+from ..data import (
+    COMPARISONS,
+    FREE,
+    KERNEL,
+    ONE_REPETITION,
+    ReportData,
+    label,
+    m_test_text,
+    pick,
+)
 from .gap import headline_lines as gap_lines
 from .rate import headline_lines as rate_lines
 from .selected import edge_text
@@ -20,10 +29,30 @@ def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
         s = r.summary_rows(m, k if r.budgeted(m) else None, x)
         if len(s) and col in s and math.isfinite(v := float(s[col].iloc[0])):
             vals.append(v)
+    return _span_text(vals)
+
+
+def _span_text(vals: list[float]) -> str:
+    """``NMSE 0.31–0.45`` (or ``NMSE 0.31`` when the values round alike; ``''`` for none)."""
     if not vals:
         return ""
     lo, hi = min(vals), max(vals)
     return f"NMSE {lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"NMSE {lo:.3g}–{hi:.3g}"
+
+
+def _view_nmse_span(r: ReportData, m: str, k: int | None, mode: str) -> str:
+    """:func:`_nmse_span` of the settings selected in the runs of protocol ``mode``: the mean
+    ``test_nmse`` of the view's selected rows (for the proposed learner without the kernel, its
+    Algorithm-2 ``test_nmse_estimated``)."""
+    runs = r.view(mode)
+    vals = []
+    for x in r.xs:
+        rows = pick(runs, m, r.keys(k if r.budgeted(m) else None, x), None)
+        if "test_nmse" not in rows or rows.empty:
+            continue
+        if math.isfinite(v := float(rows["test_nmse"].mean())):
+            vals.append(v)
+    return _span_text(vals)
 
 
 def nmse_lines(r: ReportData) -> list[str]:
@@ -36,8 +65,18 @@ def nmse_lines(r: ReportData) -> list[str]:
         ]
         if parts:
             at = f"At k = {k}" if k is not None else "Overall"
-            L.append(f"- {at}, test NMSE of the one repetition: " + "; ".join(parts) + ".")
+            what = f" ({protocol_clause(r)})" if protocol_clause(r) else ""
+            L.append(f"- {at}, test NMSE of the one repetition{what}: " + "; ".join(parts) + ".")
     return L
+
+
+def protocol_clause(r: ReportData) -> str:
+    """How the run's own tables evaluated the learners, in the words of the headline: the
+    proposed learners with the closed-form kernel (exact run), or every learner without it."""
+    if r.eval_kernel == "free":
+        return "every learner selected and evaluated with no closed-form kernel value"
+    subjects = ", ".join(label(m) for m in r.proposed)
+    return f"{subjects} selected and evaluated with the closed-form kernel" if subjects else ""
 
 
 def mean_lines(r: ReportData) -> list[str]:
@@ -47,10 +86,27 @@ def mean_lines(r: ReportData) -> list[str]:
     if not r.tested:
         return nmse_lines(r)
     exact = r.mean_rows("test_loss")
-    est = {(m, k): v for m, k, _, v in r.mean_rows("test_loss_estimated")}
+    free_run = r.eval_kernel == "free"
+    # the proposed learner without the kernel: selected and scored by Algorithm 2 (FREE view);
+    # results without an Algorithm-2 validation loss: its kernel-selected setting, estimated
+    free_view = not free_run and r.view(FREE) is not None
+    est = (
+        {}
+        if free_run
+        else {
+            (m, k): v
+            for m, k, _, v in (
+                r.mean_rows("test_loss", FREE) if free_view else r.mean_rows("test_loss_estimated")
+            )
+            if m in r.proposed
+        }
+    )
     where = f", counted over the {len(r.xs)} {r.xa}" if r.xa and len(r.xs) > 1 else ""
-    n_est = r.cfg["evaluation"].get("n_test_estimated", "all")
+    ev = r.cfg["evaluation"]
+    n_est = ev.get("n_test_estimated", "all")
     points = "all test points" if n_est == "all" else f"first {n_est} test points"
+    how = "test loss without the kernel" if free_run else "exact test loss"
+    tail = f"; {protocol_clause(r)}" if protocol_clause(r) else ""
     L = []
     for k in r.ks or [None]:
         parts = []
@@ -62,20 +118,102 @@ def mean_lines(r: ReportData) -> list[str]:
                 v = "nothing to compare (no selected setting: every setting diverged)"
             text = f"{label(m)}: {v}" + (f" ({span})" if span else "")
             if (m, kk) in est:
-                span2 = _nmse_span(r, m, kk, "test_nmse_estimated")
-                text += (
-                    f", and with Algorithm-2 test estimates (no kernel; {points}, against the "
-                    f"mean predictor on the same points) {est[(m, kk)]}"
-                ) + (f" ({span2})" if span2 else "")
+                if free_view:
+                    span2 = _view_nmse_span(r, m, kk, FREE)
+                    text += (
+                        ", and without the kernel (selected on its Algorithm-2 validation loss, "
+                        f"Algorithm-2 test estimates, {m_test_text(ev['m_test'])}; {points}, "
+                        f"against the mean predictor on the same points) {est[(m, kk)]}"
+                    )
+                else:
+                    span2 = _nmse_span(r, m, kk, "test_nmse_estimated")
+                    text += (
+                        ", and without the kernel at test time (Algorithm-2 test estimates, "
+                        f"settings selected with the kernel; {points}, against the mean "
+                        f"predictor on the same points) {est[(m, kk)]}"
+                    )
+                text += f" ({span2})" if span2 else ""
             parts.append(text)
         if parts:
             at = f"At k = {k}" if k is not None else "Overall"
             L.append(
-                f"- {at}, against the mean predictor (exact test loss{where}): "
+                f"- {at}, against the mean predictor ({how}{where}{tail}): "
                 + "; ".join(parts)
                 + "."
             )
     return L
+
+
+def claim_subject(r: ReportData, subject: str, mode: str, i: int) -> str:
+    """The subject of a verdict line, saying its protocol: comparison ``i`` of
+    :data:`COMPARISONS` made ``mode`` (with the closed-form kernel / without the kernel)."""
+    name = label(subject)
+    if COMPARISONS[i][1] is not None:  # each learner's best online setting: no kernel in it
+        return (
+            f"{name}, without the kernel (each learner's best setting for online loss; its "
+            "online predictions are Algorithm-2 estimates),"
+        )
+    estimated = r.select_modes().get(subject) == "estimated"
+    if mode == FREE:
+        if i == 0:
+            return (
+                f"{name}, selected and evaluated without the kernel (Algorithm-2 validation "
+                f"and test estimates, {m_test_text(r.cfg['evaluation']['m_test'])}),"
+            )
+        return f"{name}, selected without the kernel (on its Algorithm-2 validation loss),"
+    if i == 0:
+        if estimated:
+            return (
+                f"{name}, selected on its Algorithm-2 validation loss and evaluated with the "
+                "closed-form kernel,"
+            )
+        return f"{name}, selected and evaluated with the closed-form kernel,"
+    if estimated:
+        return f"{name}, selected without the kernel (on its Algorithm-2 validation loss),"
+    return f"{name}, selected with the closed-form kernel,"
+
+
+# what each comparison's headline line says after "reaches a lower"
+CLAIM_WHAT = ("test loss", "online loss (same settings)", "online loss")
+
+
+def claim_lines(r: ReportData) -> list[str]:
+    """One line per (protocol, comparison, subject, competitor), collapsed over budgets; the
+    comparison on each learner's best online setting once, as it uses no kernel."""
+    L = []
+    modes = [m for m in (KERNEL, FREE) if r.view(m) is not None]
+    for mode in modes:
+        for i, (metric, by, _) in enumerate(COMPARISONS):
+            if by is not None and mode != modes[-1]:
+                continue  # the same numbers in both views: said once
+            rows = r.verdict_rows(metric, by, mode)
+            for subject in r.proposed:
+                for other in r.compared_in(mode):
+                    by_verdict: dict[str, list] = {}
+                    for s, o, k, _, v in rows:
+                        if s == subject and o == other:
+                            by_verdict.setdefault(v, []).append(k)
+                    if by_verdict:
+                        parts = "; ".join(
+                            f"**{v}** at k = {', '.join(str(k) for k in ks)}"
+                            for v, ks in by_verdict.items()
+                        )
+                        L.append(
+                            f"- {claim_subject(r, subject, mode, i)} reaches a lower "
+                            f"{CLAIM_WHAT[i]} than {label(other)}{points_note(r, mode, i)}: "
+                            f"{parts}."
+                        )
+    return L
+
+
+def points_note(r: ReportData, mode: str, i: int) -> str:
+    """Where the without-kernel test-loss comparison's two sides are scored."""
+    if mode != FREE or i != 0:
+        return ""
+    if r.free_points_differ:
+        n_est = r.cfg["evaluation"].get("n_test_estimated", "all")
+        return f" (on its own features, all test points; the proposed learner on the first {n_est})"
+    return " (on its own features, same test points)"
 
 
 def render(r: ReportData) -> list[str]:
@@ -85,22 +223,8 @@ def render(r: ReportData) -> list[str]:
     L += mean_lines(r)
     L += gap_lines(r)
     L += rate_lines(r)
-    for metric, by, what in COMPARISONS if r.tested else ():
-        rows = r.verdict_rows(metric, by)
-        for subject in r.proposed:
-            for other in r.compared:
-                by_verdict: dict[str, list] = {}
-                for s, o, k, _, v in rows:
-                    if s == subject and o == other:
-                        by_verdict.setdefault(v, []).append(k)
-                if by_verdict:
-                    parts = "; ".join(
-                        f"**{v}** at k = {', '.join(str(k) for k in ks)}"
-                        for v, ks in by_verdict.items()
-                    )
-                    L.append(
-                        f"- {label(subject)} reaches a lower {what} than {label(other)}: {parts}."
-                    )
+    if r.tested:
+        L += claim_lines(r)
     edges = [
         f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods
@@ -119,7 +243,11 @@ def render(r: ReportData) -> list[str]:
         for m, setting, g in r.regret_groups():
             if m in r.proposed:
                 tail = last_decade_clause(raw[(m, setting)], B)
-                L.append(f"- {label(m)} ({setting}): {slope_sentence(g)}{tail}")
+                L.append(
+                    f"- {label(m)} ({setting}), {r.run_protocol} (regret of its predictions "
+                    f"evaluated {'exactly' if r.eval_kernel == 'exact' else 'by Algorithm 2'}): "
+                    f"{slope_sentence(g)}{tail}"
+                )
     if "lemma5_max_ratio" in r.runs and r.runs["lemma5_max_ratio"].notna().any():
         ratio = r.runs["lemma5_max_ratio"].dropna()
         L.append(

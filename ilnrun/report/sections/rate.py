@@ -333,7 +333,8 @@ def headline_lines(r: ReportData) -> list[str]:
         elif any(k in s for s in sums):
             parts.append(f"{short} none (no target reached)")
     return [
-        "- The rate claim against Doubly SGD (ILN paper Section 4; bounds: slope 2 for "
+        f"- The rate claim against Doubly SGD, {r.run_protocol} (ILN paper Section 4; bounds: "
+        "slope 2 for "
         "Shrinking Gradient, 4 for Doubly SGD): slope of T against 1/epsilon for epsilon = "
         f"{targets[-1]:g}–{targets[0]:g}, per-repetition mean over {len(sums)} setting(s): "
         + "; ".join(parts)

@@ -4,7 +4,20 @@ learner against the best constant (mean) predictor (docs/protocol.md §7–§8).
 
 from __future__ import annotations
 
-from ..data import COMPARISONS, CONST_OF, ONE_REPETITION, ReportData, fmt, label, md_table, short
+from ..data import (
+    COMPARISONS,
+    CONST_OF,
+    FREE,
+    KERNEL,
+    MODE_TITLE,
+    ONE_REPETITION,
+    ReportData,
+    fmt,
+    label,
+    m_test_text,
+    md_table,
+    short,
+)
 from .gap import table as gap_table
 
 WHICH_LOSS = (
@@ -18,11 +31,35 @@ WHICH_LOSS = (
 )
 
 
-def mean_note(r: ReportData, a: str, b: str, k: int | None) -> str:
+FREE_HOW = (
+    "Without the kernel, as a user without the closed-form kernel can do it: {subjects} "
+    "selected on its Algorithm-2 validation loss (`val_loss_estimated`) and scored by its "
+    "Algorithm-2 test loss (`test_loss_estimated`, {m_test} samples per point on {n_est} test "
+    "points); the learners that do not need the kernel ({others}) selected on their validation "
+    "loss and scored on their own features{points}. Learners that need the kernel are left out. "
+    "The online losses are each learner's own predictions during the pass (for {subjects}, its "
+    "Algorithm-2 estimates `E_t`); the comparison on each learner's best setting for online "
+    "loss is made in this table only, as no kernel chooses or scores it."
+)
+FREE_RUN = (
+    "Without the kernel (`evaluation.kernel: free`): every learner was selected and scored with "
+    "no closed-form kernel value ({subjects} on its Algorithm-2 validation and test loss on every "
+    "point, {m_test} samples per point; the others on their own features)."
+)
+SAME_POINTS = ", on the same test points (`test_loss_subset`)"
+OTHER_POINTS = (
+    " — **on all test points, while {subjects}'s Algorithm-2 loss is on the first {n_est}**: "
+    "these results predate `test_loss_subset`, so the two sides are scored on different test "
+    "points (paired by repetition all the same, both estimate the expected loss, with more "
+    "noise than on the same points)"
+)
+
+
+def mean_note(r: ReportData, a: str, b: str, k: int | None, mode: str | None = None) -> str:
     """Where two compared learners stand against the mean predictor (test loss) at a budget."""
     if not r.has_const:
         return ""
-    rows = {m: v for m, kk, _, v in r.mean_rows("test_loss") if kk == k}
+    rows = {m: v for m, kk, _, v in r.mean_rows("test_loss", mode) if kk == k}
     va, vb = rows.get(a), rows.get(b)
     if va == vb and va is not None and va.startswith("worse than predicting the mean"):
         return f"both learners are {va}"  # significantly worse at every setting
@@ -40,37 +77,85 @@ def render(r: ReportData) -> list[str]:
         "",
         f"Claim (paper Section 6): at an equal feature budget, {subjects} reaches a lower loss "
         "than the other learners. The paper does not say which loss, so three comparisons are "
-        "made: the test loss of the learned predictor (evaluated exactly) with settings selected "
-        "on validation loss; the online loss of the single pass with the same settings; and the "
-        "online loss with each learner's best setting for online loss (the regret view: best "
-        "step size in hindsight). A fourth puts every learner against the mean predictor. "
-        "Cells: paired difference (proposed − other; negative = the "
-        "proposed learner is better), "
+        "made: the test loss of the learned predictor with settings selected on validation "
+        "loss; the online loss of the single pass with the same settings; and the online loss "
+        "with each learner's best setting for online loss (the regret view: best step size in "
+        "hindsight). Each is made twice: **with the closed-form kernel** (the proposed "
+        "learner selected and evaluated exactly, `Σ α_i k(x_i, x)`) and **without the kernel** "
+        "(Algorithm 2 at validation and test time: what the method is for). A fourth puts every "
+        "learner against the mean predictor. Cells: paired difference (proposed − other; "
+        "negative = the proposed learner is better), "
         + ("mean ± 95% CI over repetitions." if r.tested else f"one repetition. {ONE_REPETITION}"),
-        "",
-        WHICH_LOSS.format(
-            subjects=subjects,
-            m_test=ev["m_test"],
-            n_est=ev.get("n_test_estimated", "all"),
-            verdict="verdict" if r.tested else "comparison",
-        ),
         "",
     ]
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
+    made = [mode for mode in (KERNEL, FREE) if r.view(mode) is not None]
+    for mode in (KERNEL, FREE):
+        L += [f"### {'Verdict table' if r.tested else 'Comparisons'} {MODE_TITLE[mode]}", ""]
+        L += [mode_text(r, mode, subjects, ev), ""]
+        if mode in made:
+            L += comparison_tables(r, head, mode, last=mode == made[-1])
+    L += gap_table(r, head)
+    L += against_mean_table(r, head)
+    return L
+
+
+def mode_text(r: ReportData, mode: str, subjects: str, ev: dict) -> str:
+    """How the verdicts of ``mode`` are made, or why they are not."""
+    verdict = "verdict" if r.tested else "comparison"
+    n_est = ev.get("n_test_estimated", "all")
+    if mode == KERNEL:
+        if r.view(KERNEL) is None:
+            return (
+                "Not run: this run's protocol is `evaluation.kernel: free`, so no learner was "
+                "selected or evaluated with the closed-form kernel."
+            )
+        return WHICH_LOSS.format(
+            subjects=subjects, m_test=ev["m_test"], n_est=n_est, verdict=verdict
+        )
+    if r.eval_kernel == "free":
+        return FREE_RUN.format(subjects=subjects, m_test=m_test_text(ev["m_test"]))
+    if r.view(FREE) is None:
+        return (
+            f"Cannot be made from these results: {subjects}'s rows carry no Algorithm-2 "
+            "validation loss (`val_loss_estimated`, written since ilnrun selects without the "
+            "kernel), so no setting can be selected without the kernel. Rerun the config to "
+            "get it."
+        )
+    others = ", ".join(label(m) for m in r.compared_in(FREE) if m not in r.proposed) or "none"
+    points = (
+        OTHER_POINTS.format(subjects=subjects, n_est=n_est) if r.free_points_differ else SAME_POINTS
+    )
+    return FREE_HOW.format(
+        subjects=subjects,
+        m_test=m_test_text(ev["m_test"]),
+        n_est=n_est,
+        others=others,
+        points=points,
+    )
+
+
+def comparison_tables(r: ReportData, head: list[str], mode: str, last: bool) -> list[str]:
+    """The comparisons of :data:`COMPARISONS` on the runs of protocol ``mode``, the first with
+    where each side stands against the mean predictor; the one on each learner's best online
+    setting only in the ``last`` table made (no kernel chooses or scores it: the same numbers
+    in both views)."""
+    L: list[str] = []
     verdict = ["verdict"] if r.tested else []  # one repetition: the differences only
     for i, (metric, by, what) in enumerate(COMPARISONS):
+        if by is not None and not last:
+            continue
+        title = MODE_TITLE[FREE] + " (no kernel chooses or scores it)" if by else MODE_TITLE[mode]
         note = i == 0 and r.has_const and r.tested
         rows = [
             [f"{short(s)} < {label(o)}", k if k is not None else "—"]
             + [fmt(p["mean"], p["ci"], 3) for p in ps]
             + ([v] if r.tested else [])
-            + ([mean_note(r, s, o, k)] if note else [])
-            for s, o, k, ps, v in r.verdict_rows(metric, by)
+            + ([mean_note(r, s, o, k, mode)] if note else [])
+            for s, o, k, ps, v in r.verdict_rows(metric, by, mode)
         ]
-        L += [f"**{what[0].upper() + what[1:]}**:", ""]
+        L += [f"**{what[0].upper() + what[1:]}, {title}**:", ""]
         L += [md_table([*head, *verdict, *(["against the mean"] if note else [])], rows), ""]
-    L += gap_table(r, head)
-    L += against_mean_table(r, head)
     return L
 
 
