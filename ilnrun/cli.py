@@ -398,16 +398,17 @@ def plot(results_dir: str, formats: str, out: str | None) -> None:
 
 def _beside_packed(d: Path, out: str | None) -> Path:
     """Where ``plot`` / ``report`` write: ``--out``, else the results directory itself; a packed
-    folder (``ilnrun pack``, committed next to its report) is never written: without ``--out``
-    the command is refused (exit status 2)."""
+    folder (``ilnrun pack``, committed next to its report) is never written: the command is
+    refused (exit status 2) when that is where it would write."""
     from .readers import is_packed
 
-    if out is None and is_packed(d):
+    target = Path(out) if out is not None else d
+    if target.is_dir() and is_packed(target):
         _fail(
-            f"{d} is a packed results folder (`ilnrun pack`), which ilnrun does not write into; "
-            f"give --out, e.g. --out {d.parent}"
+            f"{target} is a packed results folder (`ilnrun pack`), which ilnrun does not write "
+            f"into; give another --out, e.g. --out {target.parent}"
         )
-    return Path(out) if out is not None else d
+    return target
 
 
 @main.command()

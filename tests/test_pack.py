@@ -127,6 +127,8 @@ def test_a_packed_folder_is_never_written(results, packed, tmp_path):
     before = {n: (packed / n).read_bytes() for n in os.listdir(packed)}
     refused(invoke(["plot", packed]), str(packed), "--out")
     refused(invoke(["report", packed]), str(packed), "--out")
+    refused(invoke(["report", packed, "--out", packed]), str(packed), "--out")
+    refused(invoke(["plot", packed, "--out", packed]), str(packed), "--out")
     refused(invoke(["run", packed / "config.yaml", "--out", packed]), str(packed), "packed")
     figures = tmp_path / "figures"
     res = invoke(["plot", packed, "--out", figures, "--format", "png"])
