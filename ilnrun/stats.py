@@ -129,10 +129,12 @@ def ratio_word(p: dict, subject: str = "SG") -> str:
 
 
 def claim_verdict(words: list[str]) -> str:
-    """Collapse per-setting words into ``holds`` (significantly lower everywhere), ``holds in
-    direction, not always significantly``, ``does not hold`` (significantly higher somewhere,
-    significantly lower nowhere), ``no significant difference``, ``mixed``, or ``nothing to
-    compare`` (no setting had data on both sides), or ``no verdict (fewer than 5 repetitions)``
+    """Collapse per-setting words into ``holds`` (significantly lower everywhere), ``no
+    significant difference`` (significant nowhere, whatever the signs), ``holds in direction,
+    not always significantly`` (lower everywhere, significantly somewhere), ``does not hold``
+    (significantly higher somewhere, significantly lower nowhere), ``holds in part``
+    (significantly lower somewhere, higher nowhere), ``mixed`` (significant both ways), or
+    ``nothing to compare`` (no setting had data on both sides), or ``no verdict (fewer than 5 repetitions)``
     (:data:`TOO_FEW` at every setting with data)."""
     words = [w for w in words if w != "no data"]
     if words and all(w == TOO_FEW for w in words):
@@ -146,12 +148,12 @@ def claim_verdict(words: list[str]) -> str:
     sig_higher = sum(w.endswith("higher (significant)") for w in words)
     if sig_lower == n:
         return "holds"
+    if sig_higher == 0 and sig_lower == 0:  # a direction with no significance is no finding
+        return "no significant difference"
     if sig_higher == 0 and lower == n:
         return "holds in direction, not always significantly"
     if sig_higher > 0 and sig_lower == 0:
         return "does not hold"
-    if sig_higher == 0 and sig_lower == 0:
-        return "no significant difference"
     if sig_higher == 0:  # significantly lower somewhere, significantly higher nowhere
         return "holds in part"
     return "mixed"

@@ -295,3 +295,8 @@ def test_a_mixed_setting_without_a_significant_loss_holds_in_part_with_counts():
     assert counted_verdict(words, "T") == (
         "holds in part (significantly lower at 2 of 4 T, no significant difference at 2)"
     )
+
+
+def test_a_direction_without_significance_is_no_significant_difference():
+    assert claim_verdict([L_NS, L_NS]) == "no significant difference"
+    assert counted_verdict([L_NS, L_NS, L_NS], "T") == "no significant difference"

@@ -20,7 +20,7 @@ from ..data import (
 from .gap import headline_lines as gap_lines
 from .rate import headline_lines as rate_lines
 from .selected import edge_text
-from .theory import last_decade_clause, slope_sentence
+from .theory import headline_clause, slope_sentence
 
 
 def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
@@ -270,11 +270,12 @@ def render(r: ReportData) -> list[str]:
         B = float(r.cfg["evaluation"].get("regret_B") or 1.0)
         for m, setting, g in r.regret_groups():
             if m in r.proposed:
-                tail = last_decade_clause(raw[(m, setting)], B)
+                # with intervals, every window's slope; one repetition: the mean curve's
+                tail = headline_clause(raw[(m, setting)], B, setting) if r.tested else ""
                 L.append(
                     f"- {label(m)} ({setting}), {r.run_protocol} (regret of its predictions "
-                    f"evaluated {'exactly' if r.eval_kernel == 'exact' else 'by Algorithm 2'}): "
-                    f"{slope_sentence(g)}{tail}"
+                    f"evaluated {'exactly' if r.eval_kernel == 'exact' else 'by Algorithm 2'}):"
+                    + (tail or f" {slope_sentence(g)}")
                 )
     if "lemma5_max_ratio" in r.runs and r.runs["lemma5_max_ratio"].notna().any():
         ratio = r.runs["lemma5_max_ratio"].dropna()
