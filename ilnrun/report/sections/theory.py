@@ -178,7 +178,7 @@ def vacuity_clause(g: pd.DataFrame, B: float) -> str:
     return (
         f" At T = {int(top):,} predicting the mean costs ≈ {cost:.3g} (T × its test loss), "
         f"{bound / cost:.2g}× below B√T = {bound:.3g}: a constant predictor meets a regret "
-        "bound of order B√T without learning, so \"regret ≤ c·B√T\" is **vacuous** at these T."
+        'bound of order B√T without learning, so "regret ≤ c·B√T" is **vacuous** at these T.'
     )
 
 
