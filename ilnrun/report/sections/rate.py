@@ -567,8 +567,9 @@ SOURCES = [
     "generalisation bound, Theorem 6, ask for theta nu in ℤ₊), one random feature per "
     "iteration (Algorithm 1), and the final iterate f_{t+1} (Theorems 4–6).",
     "- Assumed where the papers are silent: nu = epsilon/B² exactly (the paper gives only "
-    "O(epsilon/B²)); theta nu = 1.5, inside (1, 2); the cap on the first steps "
-    "(gamma_t = theta/(t + theta/cap), selected on validation; without it the pass diverges); "
+    "O(epsilon/B²)); theta nu = 1.5, inside (1, 2): allowed by Theorem 4 only, outside "
+    "the theta nu in ℤ₊ that Theorems 5–6 (and so the generalisation bound) need; the cap "
+    "on the first steps (gamma_t = theta/(t + theta/cap), selected on validation; without it the pass diverges); "
     "B = the target's RKHS norm (1); Shrinking Gradient's c as in theorem1; one pass over a "
     "fixed sample (Dai et al. sample fresh data every iteration; a single pass is the same); "
     "noise-free labels, so the best-in-ball risk is 0 and the excess risk is exactly the "

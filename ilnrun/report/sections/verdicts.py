@@ -1,6 +1,7 @@
-"""The paper's claim as verdict rows: paired differences of the proposed learner against each
-competitor, per budget and x value, collapsed into one word (:mod:`ilnrun.stats`); then every
-learner against the best constant (mean) predictor (docs/protocol.md §7–§8)."""
+"""The paper's claim as verdict rows: paired loss ratios of the proposed learner against each
+competitor, per budget and x value (Holm-adjusted over the report), collapsed into one counted
+word (:mod:`ilnrun.stats`); then every learner against the best constant (mean) predictor, on
+paired differences (docs/protocol.md §7–§8)."""
 
 from __future__ import annotations
 
