@@ -263,7 +263,12 @@ def headline_clause(g: pd.DataFrame, B: float, setting: str = "") -> str:
     if len(Ts) < 2:
         return ""
     parts, exclude = [], []
-    for w in decades(Ts):
+    windows = decades(Ts)
+    # a window holding the same T as a later one (e.g. the one decade and "all") once
+    windows = [
+        w for i, w in enumerate(windows) if not any(_same_Ts(Ts, w, v) for v in windows[i + 1 :])
+    ]
+    for w in windows:
         st = window_stats(g, w)
         if st["n"] < 2:
             continue
@@ -277,11 +282,12 @@ def headline_clause(g: pd.DataFrame, B: float, setting: str = "") -> str:
     mean = g.groupby("T")["regret"].mean()
     ratio = float((mean / (B * np.sqrt(mean.index.to_numpy(float)))).max())
     n_all = len(parts)
-    which = (
-        f"{len(exclude)} of the {n_all} windows exclude ½ ({'; '.join(exclude)})"
-        if exclude
-        else f"none of the {n_all} windows excludes ½"
-    )
+    if n_all == 1:
+        which = f"its interval {'excludes' if exclude else 'does not exclude'} ½"
+    elif exclude:
+        which = f"{len(exclude)} of the {n_all} windows exclude ½ ({'; '.join(exclude)})"
+    else:
+        which = f"none of the {n_all} windows excludes ½"
     return (
         f" Log-log slope of the regret against T, per T-window (95% interval over repetitions; "
         f"Theorem 1: ½ asymptotically): {'; '.join(parts)}. {which[0].upper() + which[1:]}. "
@@ -470,6 +476,8 @@ def render(r: ReportData) -> list[str]:
                 "",
             ]
         L += [f"{line}\n" for line in rate_sentences(raw[(m, setting)], B)]
+        if extra := (vacuity_clause(raw[(m, setting)], B) + c_clause(setting, B, max(g["T"]))):
+            L += [extra.strip(), ""]
     L += setting_lines(r, raw)
     L += [
         "Theorem 1 is an upper bound on the expected regret: a negative regret means the "
