@@ -192,3 +192,34 @@ def test_the_theorem1_headline_never_calls_an_interval_holding_0_consistent_with
     # docs/algorithms.md §1.5: c ≈ 890 at B = 1, T = 200 and ≈ 780 at T = 3200
     assert proof_c(1.0, 200) == pytest.approx(890, rel=0.01)
     assert proof_c(1.0, 3200) == pytest.approx(780, rel=0.01)
+
+
+def test_a_theory_run_reports_every_window_the_vacuity_and_c(tmp_path):
+    """A tiny T sweep of the theory preset through ``ilnrun report``: the headline gives the
+    slopes with intervals per window (no "last decade" alone), whether a regret bound of order
+    B√T is vacuous against predicting the mean, and c against the proof's constant."""
+    from conftest import invoke, tiny_config, write_config
+
+    from ilnrun.report.sections.theory import proof_c
+
+    cfg = tiny_config(
+        **{
+            "dataset.T": [20, 40, 80],
+            "dataset.D": 30,
+            "evaluation.regret_B": 1.0,
+            "budget.dsgd_k": 2,
+            "repetitions": 3,
+            "methods": {"shrinking_gradient": {"preset": "theory", "c": 0.2}},
+        }
+    )
+    path = write_config(tmp_path / "th.yaml", cfg)
+    out = tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q"]).exit_code == 0
+    assert invoke(["report", out, "--out", tmp_path / "rep"]).exit_code == 0
+    head = (tmp_path / "rep" / "REPORT.md").read_text().split("## Headline")[1].split("\n## ")[0]
+    line = next(x for x in head.splitlines() if "preset=theory" in x)
+    assert "per T-window (95% interval over repetitions" in line and "20–80 (all): **" in line
+    runs = pd.read_csv(out / "runs.csv")
+    cost = 80 * runs.loc[runs["T"] == 80, "test_loss_const"].mean()
+    assert ("**vacuous**" in line) == (cost < math.sqrt(80))
+    assert f"c = 0.2 is {0.2 / proof_c(1.0, 80):.2g}× the constant the proof" in line
