@@ -356,7 +356,10 @@ def headline_lines(r: ReportData) -> list[str]:
         + "; ".join(parts)
         + "."
     ]
-    L += [f"- The rate claim against Doubly SGD: {f}" for f in flags(r, dai, targets)]
+    L += [
+        f"- The rate claim against Doubly SGD, {r.run_protocol}: {f}"
+        for f in flags(r, dai, targets)
+    ]
     return L
 
 
