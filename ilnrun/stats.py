@@ -133,9 +133,9 @@ def claim_verdict(words: list[str]) -> str:
     significant difference`` (significant nowhere, whatever the signs), ``holds in direction,
     not always significantly`` (lower everywhere, significantly somewhere), ``does not hold``
     (significantly higher somewhere, significantly lower nowhere), ``holds in part``
-    (significantly lower somewhere, higher nowhere), ``mixed`` (significant both ways), or
-    ``nothing to compare`` (no setting had data on both sides), or ``no verdict (fewer than 5 repetitions)``
-    (:data:`TOO_FEW` at every setting with data)."""
+    (significantly lower somewhere, higher nowhere), ``mixed`` (significant both ways),
+    ``nothing to compare`` (no setting had data on both sides), or ``no verdict (fewer than 5
+    repetitions)`` (:data:`TOO_FEW` at every setting with data)."""
     words = [w for w in words if w != "no data"]
     if words and all(w == TOO_FEW for w in words):
         return f"no verdict (fewer than {MIN_REPETITIONS} repetitions)"
