@@ -7,8 +7,13 @@
   ``summary.csv``, the report's paired verdicts and the figures' bands.
 - Paired differences: all learners of a repetition see the same data, so a comparison of two
   learners uses the per-repetition differences ``a_r - b_r`` and the interval of their mean.
-- Verdict words: a difference is *significant* when its interval excludes 0; over several data
-  settings the words count them ("significantly worse at 1 of 6 D, better at none").
+- Verdict words against the mean predictor: a difference is *significant* when its interval
+  excludes 0; over several data settings the words count them ("significantly worse at 1 of 6
+  D, better at none").
+- Verdicts of the proposed learner against a competitor (docs/protocol.md §7): per-repetition
+  log loss ratios ``log(a_r / b_r)`` (scale-free), their paired t-test, Holm–Bonferroni over
+  every comparison of a report's verdict tables (:func:`holm`), and no verdict word below
+  :data:`MIN_REPETITIONS` repetitions (:func:`ratio_word`).
 - Paired ratios (the gap to a batch reference, docs/protocol.md §8.2): the per-repetition ratios
   ``a_r / b_r``, summarized by their geometric mean ``exp(mean_r log(a_r / b_r))`` with the
   95% t-interval of the mean log ratio mapped back by ``exp``.
@@ -68,12 +73,73 @@ def verdict_word(p: dict, subject: str = "SG") -> str:
     return f"{side} ({'significant' if significant(p) else 'not significant'})"
 
 
+# A verdict word (SG against a competitor) needs at least this many repetitions with a finite
+# ratio on both sides; with fewer, the report gives the ratios and intervals only
+# (docs/protocol.md §7). Five: a t-interval on 4 degrees of freedom (t = 2.78) is about 30%
+# wider than a normal one; on 2 (three repetitions, t = 4.30) it is 2.2 times wider.
+MIN_REPETITIONS = 5
+# the family-wise level of the Holm-adjusted verdicts
+ALPHA = 0.05
+# the per-setting word of a comparison with fewer than MIN_REPETITIONS finite pairs
+TOO_FEW = "too few repetitions"
+
+
+def t_test_p(mean: float, sd: float, n: int) -> float:
+    """Two-sided p-value of the one-sample t-test of ``mean = 0`` over ``n`` values with sample
+    standard deviation ``sd``: ``2 (1 − F_{n−1}(|mean| √n / sd))`` (NaN for ``n < 2``; 0 when
+    ``sd = 0`` and ``mean ≠ 0``, 1 when both are 0)."""
+    if n < 2 or math.isnan(mean) or math.isnan(sd):
+        return math.nan
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    from scipy.special import stdtr
+
+    return float(2.0 * stdtr(n - 1, -abs(mean) * math.sqrt(n) / sd))
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input's order: with the ``m`` finite p-values
+    sorted, ``p_(1) ≤ … ≤ p_(m)``, ``p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j))``. Rejecting
+    where ``p̃ < α`` keeps the family-wise error rate at ``α`` for any dependence between the
+    tests (Holm 1979). NaN p-values (untested comparisons) stay NaN and do not count in ``m``."""
+    idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
+    idx.sort(key=lambda i: pvalues[i])
+    m = len(idx)
+    out = [math.nan] * len(pvalues)
+    running = 0.0
+    for j, i in enumerate(idx):
+        running = max(running, min(1.0, (m - j) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def ratio_word(p: dict, subject: str = "SG") -> str:
+    """The per-setting word of a :func:`paired_ratio` ``subject / other`` whose ``p_holm`` has
+    been set (:func:`holm`): ``no data`` without a finite pair, :data:`TOO_FEW` with fewer than
+    :data:`MIN_REPETITIONS`, else ``<subject> lower|higher (significant|not significant)``,
+    significant when the Holm-adjusted p is below :data:`ALPHA`. The words are those of
+    :func:`verdict_word`, so :func:`claim_verdict` collapses both alike."""
+    if not p["n"] or math.isnan(p["ratio"]):
+        return "no data"
+    if p["n"] < MIN_REPETITIONS:
+        return TOO_FEW
+    side = f"{subject} lower" if p["ratio"] < 1 else f"{subject} higher"
+    sig = p.get("p_holm", math.nan) < ALPHA
+    return f"{side} ({'significant' if sig else 'not significant'})"
+
+
 def claim_verdict(words: list[str]) -> str:
-    """Collapse per-setting words into ``holds`` (significantly lower everywhere), ``holds in
-    direction, not always significantly``, ``does not hold`` (significantly higher somewhere,
-    significantly lower nowhere), ``no significant difference``, ``mixed``, or ``nothing to
-    compare`` (no setting had data on both sides)."""
+    """Collapse per-setting words into ``holds`` (significantly lower everywhere), ``no
+    significant difference`` (significant nowhere, whatever the signs), ``holds in direction,
+    not always significantly`` (lower everywhere, significantly somewhere), ``does not hold``
+    (significantly higher somewhere, significantly lower nowhere), ``holds in part``
+    (significantly lower somewhere, higher nowhere), ``mixed`` (significant both ways),
+    ``nothing to compare`` (no setting had data on both sides), or ``no verdict (fewer than 5
+    repetitions)`` (:data:`TOO_FEW` at every setting with data)."""
     words = [w for w in words if w != "no data"]
+    if words and all(w == TOO_FEW for w in words):
+        return f"no verdict (fewer than {MIN_REPETITIONS} repetitions)"
+    words = [w for w in words if w != TOO_FEW]
     n = len(words)
     if n == 0:
         return "nothing to compare"
@@ -82,12 +148,12 @@ def claim_verdict(words: list[str]) -> str:
     sig_higher = sum(w.endswith("higher (significant)") for w in words)
     if sig_lower == n:
         return "holds"
+    if sig_higher == 0 and sig_lower == 0:  # a direction with no significance is no finding
+        return "no significant difference"
     if sig_higher == 0 and lower == n:
         return "holds in direction, not always significantly"
     if sig_higher > 0 and sig_lower == 0:
         return "does not hold"
-    if sig_higher == 0 and sig_lower == 0:
-        return "no significant difference"
     if sig_higher == 0:  # significantly lower somewhere, significantly higher nowhere
         return "holds in part"
     return "mixed"
@@ -95,8 +161,8 @@ def claim_verdict(words: list[str]) -> str:
 
 def tally(words: list[str]) -> tuple[int, int, int]:
     """``(n, significantly lower, significantly higher)`` over the per-setting words that have
-    data."""
-    words = [w for w in words if w != "no data"]
+    data and enough repetitions."""
+    words = [w for w in words if w not in ("no data", TOO_FEW)]
     return (
         len(words),
         sum(w.endswith("lower (significant)") for w in words),
@@ -106,13 +172,24 @@ def tally(words: list[str]) -> tuple[int, int, int]:
 
 def counted_verdict(words: list[str], axis: str | None = None) -> str:
     """:func:`claim_verdict`, followed over several data settings (``axis`` names them, e.g.
-    ``D``) by how many were significant either way: ``holds in part (significantly lower at 2
-    of 6 D, higher at 0)`` (not for ``holds`` and ``no significant difference``, which say it)."""
+    ``D``) by how many were significant either way and how many not: ``holds in part
+    (significantly lower at 2 of 4 T, no significant difference at 2)``, ``mixed (significantly
+    lower at 1 of 4 T, higher at 1, no significant difference at 2)``; settings with too few
+    repetitions are counted apart. Never a blanket word where significance differs: only
+    ``holds`` (significant at every setting) and ``no significant difference`` (at none) go
+    without counts."""
     verdict = claim_verdict(words)
     n, lower, higher = tally(words)
+    few = sum(w == TOO_FEW for w in words)
+    tail = f"; {few} {axis} with fewer than {MIN_REPETITIONS} repetitions" if few and n else ""
     if axis is None or n < 2 or verdict in ("holds", "no significant difference"):
-        return verdict  # every setting significant the one way, or none either way
-    return f"{verdict} (significantly lower at {lower} of {n} {axis}, higher at {higher})"
+        return verdict + (f" ({tail[2:]})" if tail else "")
+    counts = [(c, w) for c, w in ((lower, "lower"), (higher, "higher")) if c]
+    parts = [f"{w} at {c}" for c, w in counts] or ["lower at 0"]
+    parts[0] = f"significantly {parts[0]} of {n} {axis}"
+    if n - lower - higher:
+        parts.append(f"no significant difference at {n - lower - higher}")
+    return f"{verdict} ({', '.join(parts)}{tail})"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -207,8 +284,12 @@ def paired_ratio(a: object, b: object) -> dict[str, float]:
     the 95% interval ``[exp(mean l − h), exp(mean l + h)]`` with ``h = t_{0.975, n−1} sd(l)/√n``
     (:func:`mean_ci`). Logs make the interval multiplicative and keep it positive; pairing
     removes the split-to-split variation both losses share. Returns ``n``, ``ratio``, ``lo``,
-    ``hi`` (NaN where ``n`` is too small)."""
+    ``hi`` (NaN where ``n`` is too small), ``p`` (the two-sided paired t-test of ``mean l = 0``,
+    :func:`t_test_p`), and ``a_inf`` / ``b_inf``: the repetitions left out because ``a`` or
+    ``b`` alone is infinite (diverged; ``0×`` or ``∞×`` cannot enter a mean of logs)."""
     r = (a / b).dropna()  # type: ignore[operator]
+    a_inf = int((np.isinf(r) & (r > 0)).sum())
+    b_inf = int(((r == 0) & np.isinf(b.reindex(r.index))).sum())  # type: ignore[union-attr]
     r = r[np.isfinite(r) & (r > 0)]
     s = mean_ci(np.log(r.to_numpy(dtype=float)))
     mean, half = s["mean"], s["ci95"]
@@ -217,6 +298,9 @@ def paired_ratio(a: object, b: object) -> dict[str, float]:
         "ratio": math.exp(mean) if s["n"] else math.nan,
         "lo": math.exp(mean - half) if s["n"] > 1 else math.nan,
         "hi": math.exp(mean + half) if s["n"] > 1 else math.nan,
+        "p": t_test_p(mean, s["std"], s["n"]),
+        "a_inf": a_inf,
+        "b_inf": b_inf,
     }
 
 

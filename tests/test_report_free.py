@@ -111,8 +111,9 @@ def _bare(runs_dirs, tmp_path) -> Path:
 
 def _hand_paired(runs: pd.DataFrame, keys: dict, other: str, other_metric: str) -> dict:
     """By hand: Shrinking Gradient's setting with the lowest mean ``val_loss_estimated`` over
-    repetitions (none failed), its ``test_loss_estimated`` minus ``other``'s validation-selected
-    ``other_metric``, per repetition; mean and 95% Student-t half-width."""
+    repetitions (none failed), the log of its ``test_loss_estimated`` over ``other``'s
+    validation-selected ``other_metric``, per repetition; the geometric-mean ratio, its 95%
+    Student-t interval and the paired t-test's p-value."""
     g = runs
     for k, v in keys.items():
         g = g[g[k] == v]
@@ -121,14 +122,20 @@ def _hand_paired(runs: pd.DataFrame, keys: dict, other: str, other_metric: str) 
     best = ok.groupby("setting")["val_loss_estimated"].mean().idxmin()
     a = ok[ok["setting"] == best].set_index("repetition")["test_loss_estimated"]
     o = g[(g["method"] == other) & g["selected"]].set_index("repetition")[other_metric]
-    d = (a - o).dropna().to_numpy(float)
+    d = np.log((a / o).dropna().to_numpy(float))
     half = st.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    return {"mean": d.mean(), "ci": half, "n": len(d)}
+    return {
+        "ratio": math.exp(d.mean()),
+        "lo": math.exp(d.mean() - half),
+        "hi": math.exp(d.mean() + half),
+        "p": st.ttest_1samp(d, 0.0).pvalue,
+        "n": len(d),
+    }
 
 
 @pytest.mark.parametrize("columns", ["with the new columns", "without them"])
 def test_the_table_without_the_kernel_recomputes_by_hand(runs_dirs, tmp_path, columns):
-    """Each cell of the test-loss verdict without the kernel is the paired mean difference of a
+    """Each cell of the test-loss verdict without the kernel is the paired loss ratio of a
     hand computation: SG selected on ``val_loss_estimated`` and scored on
     ``test_loss_estimated`` against each kernel-free competitor's selected ``test_loss_subset``
     (old results: its ``test_loss`` on all test points, said in the report)."""
@@ -144,8 +151,10 @@ def test_the_table_without_the_kernel_recomputes_by_hand(runs_dirs, tmp_path, co
         for x, p in zip(r.xs, ps, strict=True):
             hand = _hand_paired(runs, r.keys(k, x), other, metric)
             assert p["n"] == hand["n"] == 2
-            assert np.isclose(p["mean"], hand["mean"], rtol=1e-12, atol=1e-15)
-            assert np.isclose(p["ci"], hand["ci"], rtol=1e-9)
+            assert np.isclose(p["ratio"], hand["ratio"], rtol=1e-12)
+            assert np.isclose(p["lo"], hand["lo"], rtol=1e-9)
+            assert np.isclose(p["hi"], hand["hi"], rtol=1e-9)
+            assert np.isclose(p["p"], hand["p"], rtol=1e-9)
 
 
 def test_no_learner_that_needs_the_kernel_is_without_the_kernel(runs_dirs, tmp_path):

@@ -66,13 +66,16 @@ def test_one_significant_win_and_no_loss_is_not_mixed(words, verdict):
 
 def test_claim_verdicts_count_the_settings():
     assert counted_verdict([L_SIG, L_NS, H_NS], "D") == (
-        "holds in part (significantly lower at 1 of 3 D, higher at 0)"
+        "holds in part (significantly lower at 1 of 3 D, no significant difference at 2)"
     )
     assert counted_verdict([L_SIG, L_SIG], "D") == "holds"
     assert counted_verdict([L_NS, H_NS], "D") == "no significant difference"
     assert (
         counted_verdict([H_SIG, L_NS], "k")
-        == "does not hold (significantly lower at 0 of 2 k, higher at 1)"
+        == "does not hold (significantly higher at 1 of 2 k, no significant difference at 1)"
+    )
+    assert counted_verdict([L_SIG, H_SIG, L_NS, H_NS], "T") == (
+        "mixed (significantly lower at 1 of 4 T, higher at 1, no significant difference at 2)"
     )
     assert counted_verdict([H_SIG], "D") == "does not hold"  # one setting: the plain word
 

@@ -3,10 +3,12 @@ are both worse than the mean, the grid-edge flag, and the mark in a table cell."
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from ilnrun.report.data import ReportData
 from ilnrun.report.sections.verdicts import mean_note
@@ -84,7 +86,7 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
     """R_T = r T with r = 1e-4 (slope 1, every repetition): below B√T = √T up to T = 1e5 (at
     most 1.015e-4 √1e5 = 0.0321 B√T), every window's interval above ½, and a linear regret at that
     rate crosses B√T at T* = (B / r)² = 1e8, 1e3 × the largest T."""
-    from ilnrun.report.sections.theory import last_decade_clause, rate_sentences
+    from ilnrun.report.sections.theory import headline_clause, rate_sentences
 
     Ts = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
     g = pd.DataFrame(
@@ -110,9 +112,14 @@ def test_rate_sentences_put_a_linear_regret_against_B_sqrt_T():
         "the zero predictor's 0.0002, the mean predictor's 5e-05; R_T / T is 0.51× the zero" in text
     )
     assert "2× the mean predictor's." in text
-    clause = last_decade_clause(g, 1.0)
-    assert clause.startswith(" Over the last decade (T = 10,000–100,000): slope **1.000** [")
-    assert clause.endswith("above ½; the mean regret is at most 0.0321 B√T over all T.")
+    clause = headline_clause(g, 1.0)
+    assert "10,000–100,000 (last decade): **1.000** [" in clause
+    assert "100–100,000 (all): **1.000** [" in clause
+    assert "4 of the 4 windows exclude ½" in clause
+    assert "The mean regret is at most 0.0321 B√T over all T." in clause
+    # predicting the mean costs 1e5 · 5e-5 = 5 over the pass, 63× below B√T = 316
+    assert "predicting the mean costs ≈ 5 (T × its test loss), 63× below B√T = 316" in clause
+    assert "**vacuous** at these T" in clause
     # a regret above B√T is said so, with the T where it is
     g["regret"] = 2 * np.sqrt(g["T"]) * (1 + 0.1 * np.sin(g["T"] + g["repetition"]))
     text = " ".join(rate_sentences(g, 1.0))
@@ -145,3 +152,74 @@ def test_setting_slopes_are_compared_paired_by_repetition():
     noise["regret"] *= 1 + 0.05 * np.sin(noise["T"] + noise["repetition"])
     rows = setting_slope_rows([("a", g(0.5)), ("b", noise)])
     assert all(row[4] == "no" for row in rows)
+
+
+def test_the_theorem1_headline_never_calls_an_interval_holding_0_consistent_with_half():
+    """The referee's case: the last decade's slope 0.23 [−0.08, 0.55] holds both ½ and 0, while
+    the other windows exclude ½. The headline gives every window's slope with its interval,
+    says which exclude ½, calls none "consistent with ½", and puts c against the proof's."""
+    from ilnrun.report.sections.theory import against_half, headline_clause, proof_c
+
+    assert against_half({"n": 5, "ci95": 0.32, "mean": 0.233, "lo": -0.084, "hi": 0.551}) == (
+        "contains ½ and 0"
+    )
+    assert against_half({"n": 5, "ci95": 0.1, "mean": 0.5, "lo": 0.4, "hi": 0.6}) == (
+        "consistent with ½"
+    )
+    rng = np.random.default_rng(0)
+    Ts = [1000, 2000, 5000, 10000, 20000, 50000, 100000]
+    rows = []
+    for rep in range(10):
+        noise = rng.normal(0, 0.25, len(Ts))
+        for T, e in zip(Ts, noise, strict=True):
+            # slope 1.2 up to 10⁴, then 0.23 with three times the noise (the referee's case)
+            if T <= 10000:
+                base = (T / 1000) ** 1.2
+            else:
+                base, e = 10**1.2 * (T / 10000) ** 0.23, 3 * e
+            rows.append(
+                {"T": T, "repetition": rep, "regret": base * math.exp(e), "test_loss_const": 2e-4}
+            )
+    g = pd.DataFrame(rows)
+    clause = headline_clause(g, 1.0, "preset=theory,c=0.01,B=1.0")
+    assert "consistent with ½" not in clause
+    assert "(last decade)" in clause and "contains ½ and 0" in clause
+    assert "1,000–10,000: **1.163** [1.070, 1.256], above ½" in clause
+    assert "2 of the 3 windows exclude ½ (1,000–10,000; 1,000–100,000 (all))" in clause
+    assert "**vacuous**" in clause  # the mean predictor costs 20 over 10⁵ rounds, B√T = 316
+    cp = proof_c(1.0, 100000)
+    assert f"c = 0.01 is {0.01 / cp:.2g}× the constant the proof" in clause
+    # docs/algorithms.md §1.5: c ≈ 890 at B = 1, T = 200 and ≈ 780 at T = 3200
+    assert proof_c(1.0, 200) == pytest.approx(890, rel=0.01)
+    assert proof_c(1.0, 3200) == pytest.approx(780, rel=0.01)
+
+
+def test_a_theory_run_reports_every_window_the_vacuity_and_c(tmp_path):
+    """A tiny T sweep of the theory preset through ``ilnrun report``: the headline gives the
+    slopes with intervals per window (no "last decade" alone), whether a regret bound of order
+    B√T is vacuous against predicting the mean, and c against the proof's constant."""
+    from conftest import invoke, tiny_config, write_config
+
+    from ilnrun.report.sections.theory import proof_c
+
+    cfg = tiny_config(
+        **{
+            "dataset.T": [20, 40, 80],
+            "dataset.D": 30,
+            "evaluation.regret_B": 1.0,
+            "budget.dsgd_k": 2,
+            "repetitions": 3,
+            "methods": {"shrinking_gradient": {"preset": "theory", "c": 0.2}},
+        }
+    )
+    path = write_config(tmp_path / "th.yaml", cfg)
+    out = tmp_path / "results"
+    assert invoke(["run", path, "--out", out, "-q"]).exit_code == 0
+    assert invoke(["report", out, "--out", tmp_path / "rep"]).exit_code == 0
+    head = (tmp_path / "rep" / "REPORT.md").read_text().split("## Headline")[1].split("\n## ")[0]
+    line = next(x for x in head.splitlines() if "preset=theory" in x)
+    assert "per T-window (95% interval over repetitions" in line and "20–80 (all): **" in line
+    runs = pd.read_csv(out / "runs.csv")
+    cost = 80 * runs.loc[runs["T"] == 80, "test_loss_const"].mean()
+    assert ("**vacuous**" in line) == (cost < math.sqrt(80))
+    assert f"c = 0.2 is {0.2 / proof_c(1.0, 80):.2g}× the constant the proof" in line

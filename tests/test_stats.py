@@ -12,8 +12,10 @@ import pytest
 from ilnrun.results import select, summarize
 from ilnrun.stats import (
     claim_verdict,
+    counted_verdict,
     mean_ci,
     paired_difference,
+    paired_ratio,
     significant,
     t975,
     verdict_word,
@@ -225,3 +227,76 @@ def test_regret_slope_windows_are_decades_the_last_decade_then_the_whole_range()
     assert decades([100, 200, 400]) == [(100.0, 1000.0), (100, 400)]
     assert decades([1000, 10000]) == [(1000.0, 10000.0)]  # one decade is the whole range
     assert decades([100]) == []
+
+
+# ----------------------------------------------------------------------------------------------
+# scale-free verdicts: log ratios, their t-test, Holm, and the minimum number of repetitions
+
+
+def test_t_test_p_matches_the_student_t_distribution():
+    from scipy import stats as sst
+
+    from ilnrun.stats import t_test_p
+
+    x = np.log([0.5, 0.7, 0.6, 0.9, 0.4, 0.8])
+    ref = sst.ttest_1samp(x, 0.0).pvalue
+    assert t_test_p(float(x.mean()), float(x.std(ddof=1)), len(x)) == pytest.approx(ref)
+    assert math.isnan(t_test_p(0.1, math.nan, 1))
+    assert t_test_p(0.3, 0.0, 4) == 0.0 and t_test_p(0.0, 0.0, 4) == 1.0
+
+
+def test_holm_adjusts_in_the_input_order_and_skips_untested():
+    from ilnrun.stats import holm
+
+    adj = holm([0.01, 0.04, 0.03, math.nan, 0.5])
+    # sorted 0.01, 0.03, 0.04, 0.5 over m = 4: 4·0.01, 3·0.03, max(0.09, 2·0.04), max(., 0.5)
+    assert adj[:3] == pytest.approx([0.04, 0.09, 0.09]) and math.isnan(adj[3])
+    assert adj[4] == pytest.approx(0.5)
+    assert holm([0.3, 0.2]) == pytest.approx([0.4, 0.4])  # monotone in the sorted order
+    assert holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_paired_ratio_gives_the_paired_t_test_and_counts_diverged_sides():
+    from scipy import stats as sst
+
+    a = pd.Series([1.0, 2.0, 3.0, 4.0, np.inf, 1.0])
+    b = pd.Series([2.0, 3.0, 4.0, 5.0, 1.0, np.inf])
+    p = paired_ratio(a, b)
+    logs = np.log([0.5, 2 / 3, 0.75, 0.8])
+    assert p["n"] == 4 and p["a_inf"] == 1 and p["b_inf"] == 1
+    assert p["ratio"] == pytest.approx(math.exp(logs.mean()))
+    assert p["p"] == pytest.approx(sst.ttest_1samp(logs, 0.0).pvalue)
+    # scale-free: multiplying both learners' losses at one repetition changes nothing
+    a2, b2 = a.copy(), b.copy()
+    a2[0], b2[0] = 1000 * a[0], 1000 * b[0]
+    assert paired_ratio(a2, b2)["p"] == pytest.approx(p["p"])
+
+
+def test_ratio_words_need_the_minimum_repetitions_and_use_the_holm_p():
+    from ilnrun.stats import MIN_REPETITIONS, TOO_FEW, ratio_word
+
+    base = {"ratio": 0.6, "p": 0.001}
+    assert ratio_word({**base, "n": MIN_REPETITIONS - 1, "p_holm": 0.001}) == TOO_FEW
+    n = MIN_REPETITIONS
+    assert ratio_word({**base, "n": n, "p_holm": 0.01}) == "SG lower (significant)"
+    # the raw p is 0.001, the adjusted one 0.2: not significant
+    assert ratio_word({**base, "n": n, "p_holm": 0.2}) == "SG lower (not significant)"
+    assert ratio_word({"n": n, "ratio": 3.0, "p_holm": 0.0}) == "SG higher (significant)"
+    assert ratio_word({"n": 0, "ratio": math.nan}) == "no data"
+    assert counted_verdict([TOO_FEW, TOO_FEW], "D") == f"no verdict (fewer than {n} repetitions)"
+    assert counted_verdict([L_SIG, L_NS, TOO_FEW], "D") == (
+        "holds in direction, not always significantly (significantly lower at 1 of 2 D, "
+        f"no significant difference at 1; 1 D with fewer than {n} repetitions)"
+    )
+
+
+def test_a_mixed_setting_without_a_significant_loss_holds_in_part_with_counts():
+    words = [L_SIG, L_SIG, "SG higher (not significant)", L_NS]
+    assert counted_verdict(words, "T") == (
+        "holds in part (significantly lower at 2 of 4 T, no significant difference at 2)"
+    )
+
+
+def test_a_direction_without_significance_is_no_significant_difference():
+    assert claim_verdict([L_NS, L_NS]) == "no significant difference"
+    assert counted_verdict([L_NS, L_NS, L_NS], "T") == "no significant difference"

@@ -3,9 +3,11 @@
 The report states the resolved config and every choice the tool makes where the paper is silent,
 shows the figures, tabulates the selected settings (mean ± 95% interval), and turns the paper's
 claim — the proposed learner (Shrinking Gradient) reaches a lower loss than every budgeted
-competitor at an equal budget — into verdict rows measured by **paired** differences: all
-learners of a repetition see the same data, so for each (dataset setting, budget) the test loss
-difference is taken repetition by repetition, with a 95% t-interval on its mean.
+competitor at an equal budget — into verdict rows measured by **paired** loss ratios: all
+learners of a repetition see the same data, so for each (dataset setting, budget) the log loss
+ratio is taken repetition by repetition, with a 95% t-interval on its mean, a paired t-test
+adjusted by Holm–Bonferroni over the report's comparisons, and no verdict word below
+:data:`ilnrun.stats.MIN_REPETITIONS` repetitions (docs/protocol.md §7).
 
 Each section is one module of :mod:`ilnrun.report.sections`; they all read one
 :class:`~ilnrun.report.data.ReportData`.

@@ -14,9 +14,11 @@ from ..stats import (
     against_mean_counted,
     beats_mean,
     counted_verdict,
+    holm,
     mean_ci,
     paired_difference,
     paired_ratio,
+    ratio_word,
     significant,
     verdict_word,
 )
@@ -76,14 +78,17 @@ def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.Data
     return ok[ok["setting"] == ok.groupby("setting")[by].mean().idxmin()]
 
 
-def paired(
+def paired_loss_ratio(
     runs: pd.DataFrame, a: str, b: str, keys: dict, metric: str = "test_loss", by: str | None = None
 ) -> dict:
-    """Mean and 95% CI of ``metric(a) − metric(b)`` over repetitions (settings chosen by
-    :func:`pick`), restricted to rows matching ``keys`` (paired: both saw the same data)."""
+    """``metric(a) / metric(b)`` paired by repetition (settings chosen by :func:`pick`, rows
+    matching ``keys``): the geometric mean of the per-repetition ratios with its 95% interval
+    and the paired t-test of the mean log ratio (:func:`ilnrun.stats.paired_ratio`). On the
+    same test points ``test_loss(a) / test_loss(b) = test_nmse(a) / test_nmse(b)`` (both divide
+    by the same ``var(y_test)``), so a test-loss ratio is the NMSE ratio."""
     la = pick(runs, a, keys, by).set_index("repetition")[metric]
     lb = pick(runs, b, keys, by).set_index("repetition")[metric]
-    return paired_difference(la, lb)
+    return paired_ratio(la, lb)
 
 
 def against(
@@ -419,12 +424,22 @@ class ReportData:
                     out.append((f"{key}={v:g} ({side} of the grid)", xs))
         return out
 
-    def verdict_rows(
-        self, metric: str, by: str | None = None, mode: str | None = None
-    ) -> list[tuple[str, str, int | None, list[dict], str]]:
-        """(subject, other learner, budget, paired results per x value, verdict) for the claim
-        'the proposed learner has a lower ``metric`` than each competitor', on the runs of
-        protocol ``mode`` (:meth:`view`; no rows when that view cannot be made)."""
+    def verdict_plan(self) -> list[tuple[str, str, str | None]]:
+        """``(mode, metric, by)`` of every verdict table the report shows: comparisons 1 and 2
+        of :data:`COMPARISONS` in each protocol whose view can be made, comparison 3 (no
+        kernel chooses or scores it) once, in the last of them."""
+        made = [m for m in (KERNEL, FREE) if self.view(m) is not None]
+        return [
+            (mode, metric, by)
+            for mode in made
+            for metric, by, _ in COMPARISONS
+            if by is None or mode == made[-1]
+        ]
+
+    def _ratio_rows(
+        self, metric: str, by: str | None, mode: str | None
+    ) -> list[tuple[str, str, int | None, list[dict]]]:
+        """(subject, other, budget, :func:`paired_loss_ratio` per x) of one verdict table."""
         out: list = []
         runs = self.view(mode)
         if runs is None:
@@ -434,12 +449,57 @@ class ReportData:
                 if other == subject:
                     continue
                 for k in self.ks or [None]:
-                    ps = [
-                        paired(runs, subject, other, self.keys(k, x), metric, by) for x in self.xs
-                    ]
-                    words = [verdict_word(p, short(subject)) for p in ps]
-                    out.append((subject, other, k, ps, counted_verdict(words, self.xa)))
+                    keys = [self.keys(k, x) for x in self.xs]
+                    ps = [paired_loss_ratio(runs, subject, other, kk, metric, by) for kk in keys]
+                    out.append((subject, other, k, ps))
         return out
+
+    def verdict_family(self) -> dict[tuple[str, str, str | None], list]:
+        """The rows of every table of :meth:`verdict_plan`, each cell's paired ratio with
+        ``p_holm``: its t-test p-value adjusted by Holm–Bonferroni over every tested cell of
+        every verdict table of the report (:func:`ilnrun.stats.holm`; cells with fewer than two
+        finite pairs are not tested and not counted). Computed once."""
+        if not hasattr(self, "_family"):
+            family = {key: self._ratio_rows(key[1], key[2], key[0]) for key in self.verdict_plan()}
+            cells = [p for rows in family.values() for *_, ps in rows for p in ps]
+            for p, adj in zip(cells, holm([p["p"] for p in cells]), strict=True):
+                p["p_holm"] = adj
+            self._family = family
+        return self._family
+
+    @property
+    def n_comparisons(self) -> int:
+        """How many paired tests the report's verdict tables make (the ``m`` of Holm)."""
+        return sum(
+            not math.isnan(p["p"])
+            for rows in self.verdict_family().values()
+            for *_, ps in rows
+            for p in ps
+        )
+
+    def verdict_rows(
+        self, metric: str, by: str | None = None, mode: str | None = None
+    ) -> list[tuple[str, str, int | None, list[dict], str]]:
+        """(subject, other learner, budget, paired ratios per x value, verdict) for the claim
+        'the proposed learner has a lower ``metric`` than each competitor', on the runs of
+        protocol ``mode`` (:meth:`view`; no rows when that view cannot be made). Each cell is
+        the per-repetition ratio ``metric(subject) / metric(other)`` (:func:`paired_loss_ratio`),
+        its word from the Holm-adjusted p over the report's family (:meth:`verdict_family`;
+        a table outside :meth:`verdict_plan` is adjusted on its own) and
+        :data:`~ilnrun.stats.MIN_REPETITIONS` (:func:`ilnrun.stats.ratio_word`)."""
+        key = (mode, metric, by)
+        family = self.verdict_family()
+        if key in family:
+            rows = family[key]
+        else:
+            rows = self._ratio_rows(metric, by, mode)
+            cells = [p for *_, ps in rows for p in ps]
+            for p, adj in zip(cells, holm([p["p"] for p in cells]), strict=True):
+                p["p_holm"] = adj
+        return [
+            (s, o, k, ps, counted_verdict([ratio_word(p, short(s)) for p in ps], self.xa))
+            for s, o, k, ps in rows
+        ]
 
     def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
         """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their

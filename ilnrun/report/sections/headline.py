@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
+from ...stats import ALPHA, MIN_REPETITIONS
 from ..data import (
     COMPARISONS,
     FREE,
     KERNEL,
+    MODE_TITLE,
     ONE_REPETITION,
     ReportData,
     label,
@@ -18,7 +20,7 @@ from ..data import (
 from .gap import headline_lines as gap_lines
 from .rate import headline_lines as rate_lines
 from .selected import edge_text
-from .theory import last_decade_clause, slope_sentence
+from .theory import headline_clause, slope_sentence
 
 
 def _nmse_span(r: ReportData, m: str, k: int | None, metric: str) -> str:
@@ -190,12 +192,15 @@ def claim_lines(r: ReportData) -> list[str]:
             for subject in r.proposed:
                 for other in r.compared_in(mode):
                     by_verdict: dict[str, list] = {}
-                    for s, o, k, _, v in rows:
+                    ratios: dict[str, list] = {}
+                    for s, o, k, ps, v in rows:
                         if s == subject and o == other:
                             by_verdict.setdefault(v, []).append(k)
+                            ratios.setdefault(v, []).extend(p["ratio"] for p in ps)
                     if by_verdict:
                         parts = "; ".join(
-                            f"**{v}** at k = {', '.join(str(k) for k in ks)}"
+                            f"**{v}**{ratio_span(ratios[v], v)} at k = "
+                            f"{', '.join(str(k) for k in ks)}"
                             for v, ks in by_verdict.items()
                         )
                         L.append(
@@ -204,6 +209,28 @@ def claim_lines(r: ReportData) -> list[str]:
                             f"{parts}."
                         )
     return L
+
+
+def ratio_span(ratios: list[float], verdict: str) -> str:
+    """``, loss ratio 0.31–0.62×`` over a line's cells: the numbers a line without a verdict
+    word gives in its place (fewer than :data:`~ilnrun.stats.MIN_REPETITIONS` repetitions)."""
+    v = [x for x in ratios if math.isfinite(x)]
+    if not verdict.startswith("no verdict") or not v:
+        return ""
+    lo, hi = f"{min(v):.3g}", f"{max(v):.3g}"
+    return f", loss ratio (geometric mean over repetitions) {lo}×" + ("" if lo == hi else f"–{hi}×")
+
+
+def family_line(r: ReportData) -> str:
+    """How many comparisons the verdict lines below rest on, and how their words are decided."""
+    modes = dict.fromkeys(MODE_TITLE[mode] for mode, _, _ in r.verdict_plan())
+    return (
+        f"- The verdicts below compare per-repetition loss ratios (the proposed learner's over "
+        f"the other's, paired): {r.n_comparisons} paired t-tests over all verdict tables "
+        f"({' and '.join(modes)}), "
+        f"significant when the Holm-adjusted p < {ALPHA:g}; no verdict word with fewer than "
+        f"{MIN_REPETITIONS} repetitions (this run: {r.repetitions})."
+    )
 
 
 def points_note(r: ReportData, mode: str, i: int) -> str:
@@ -224,7 +251,8 @@ def render(r: ReportData) -> list[str]:
     L += gap_lines(r)
     L += rate_lines(r)
     if r.tested:
-        L += claim_lines(r)
+        claims = claim_lines(r)
+        L += [family_line(r), *claims] if claims else []
     edges = [
         f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods
@@ -242,11 +270,12 @@ def render(r: ReportData) -> list[str]:
         B = float(r.cfg["evaluation"].get("regret_B") or 1.0)
         for m, setting, g in r.regret_groups():
             if m in r.proposed:
-                tail = last_decade_clause(raw[(m, setting)], B)
+                # with intervals, every window's slope; one repetition: the mean curve's
+                tail = headline_clause(raw[(m, setting)], B, setting) if r.tested else ""
                 L.append(
                     f"- {label(m)} ({setting}), {r.run_protocol} (regret of its predictions "
-                    f"evaluated {'exactly' if r.eval_kernel == 'exact' else 'by Algorithm 2'}): "
-                    f"{slope_sentence(g)}{tail}"
+                    f"evaluated {'exactly' if r.eval_kernel == 'exact' else 'by Algorithm 2'}):"
+                    + (tail or f" {slope_sentence(g)}")
                 )
     if "lemma5_max_ratio" in r.runs and r.runs["lemma5_max_ratio"].notna().any():
         ratio = r.runs["lemma5_max_ratio"].dropna()

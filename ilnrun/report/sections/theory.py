@@ -112,14 +112,74 @@ def slope_rows(g: pd.DataFrame, metric: str = "regret") -> list[list[str]]:
 
 
 def against_half(st: dict) -> str:
-    """Where a slope's 95% interval lies against Theorem 1's ½."""
+    """Where a slope's 95% interval lies against Theorem 1's ½: ``below ½``, ``above ½``,
+    ``contains ½ and 0`` (the data cannot tell a slope of ½ from a flat regret), or
+    ``consistent with ½`` (the interval holds ½ and excludes 0)."""
     if st["n"] < 2 or math.isnan(st["ci95"]):
         return "no interval"
     if st["hi"] < 0.5:
         return "below ½"
     if st["lo"] > 0.5:
         return "above ½"
+    if st["lo"] <= 0:
+        return "contains ½ and 0"
     return "consistent with ½"
+
+
+def proof_c(B: float, T: float) -> float:
+    """The ``c`` of the theory preset's ``m = ⌈c B⁴ T ln(max(BT, e))⌉`` that the proof of
+    Theorem 1 (ILN Section 5.1) takes: ``m = ((16B + 1)B)² T log γ`` with
+    ``γ = max(((16B + 1)ηT + B)²/η², e)`` and ``η = B/(2√T)``, divided by
+    ``B⁴ T ln(max(BT, e))`` (docs/algorithms.md §1.5: ≈ 890 for B = 1, T = 200)."""
+    eta = B / (2 * math.sqrt(T))
+    gamma = max(((16 * B + 1) * eta * T + B) ** 2 / eta**2, math.e)
+    m = ((16 * B + 1) * B) ** 2 * T * math.log(gamma)
+    return m / (B**4 * T * math.log(max(B * T, math.e)))
+
+
+def c_clause(setting: str, B: float, T: float) -> str:
+    """The setting's ``c`` against the proof's constant at the largest ``T`` (:func:`proof_c`);
+    ``''`` for a setting without ``c`` (not the theory preset)."""
+    from ..data import setting_values
+
+    c = setting_values(setting).get("c")
+    try:
+        c = float(c) if c is not None else None
+    except ValueError:
+        c = None
+    if c is None:
+        return ""
+    cp = proof_c(B, T)
+    return (
+        f" The preset's c = {c:g} is {c / cp:.2g}× the constant the proof of Theorem 1 takes "
+        f"(c ≈ {cp:.3g} at B = {B:g}, T = {int(T):,}; ILN Section 5.1), so the m run is not the "
+        "theorem's m."
+    )
+
+
+def vacuity_clause(g: pd.DataFrame, B: float) -> str:
+    """Whether a bound of order ``B√T`` says anything here: at the largest ``T``, predicting the
+    training mean costs about ``T × test_loss_const`` over the pass (its per-round loss on fresh
+    points); when that is below ``B√T``, a constant predictor meets a regret bound of order
+    ``B√T`` without learning, and the bound is vacuous at these T (``g``: one row per
+    repetition and T)."""
+    if "test_loss_const" not in g:
+        return ""
+    top = float(g["T"].max())
+    const = float(g.loc[g["T"] == top, "test_loss_const"].mean())
+    if not math.isfinite(const):
+        return ""
+    cost, bound = top * const, B * math.sqrt(top)
+    if cost >= bound:
+        return (
+            f" At T = {int(top):,} predicting the mean costs ≈ {cost:.3g} (T × its test loss), "
+            f"above B√T = {bound:.3g}: the bound is not vacuous there."
+        )
+    return (
+        f" At T = {int(top):,} predicting the mean costs ≈ {cost:.3g} (T × its test loss), "
+        f"{bound / cost:.2g}× below B√T = {bound:.3g}: a constant predictor meets a regret "
+        'bound of order B√T without learning, so "regret ≤ c·B√T" is **vacuous** at these T.'
+    )
 
 
 def rate_sentences(g: pd.DataFrame, B: float) -> list[str]:
@@ -192,23 +252,48 @@ def rate_sentences(g: pd.DataFrame, B: float) -> list[str]:
     return L
 
 
-def last_decade_clause(g: pd.DataFrame, B: float) -> str:
-    """The headline's words on the rate: the slope over the last decade with its interval
-    against ½, and the largest mean regret in units of B√T (``g``: one row per repetition and
-    T)."""
+def headline_clause(g: pd.DataFrame, B: float, setting: str = "") -> str:
+    """The headline's words on Theorem 1: the regret's log-log slope over **every** T-window
+    (:func:`decades`) with its 95% interval and where it lies against ½ (:func:`against_half`),
+    which windows exclude ½, the largest mean regret in units of B√T, whether that bound is
+    vacuous (:func:`vacuity_clause`) and the setting's c against the proof's
+    (:func:`c_clause`). ``g``: one row per repetition and T. Never "consistent with ½" for an
+    interval that also holds 0."""
     Ts = sorted(g["T"].unique())
-    w = last_decade(Ts) if len(Ts) > 1 else None
-    if w is None:
+    if len(Ts) < 2:
         return ""
-    st = window_stats(g, w)
-    if st["n"] < 2:
+    parts, exclude = [], []
+    windows = decades(Ts)
+    # a window holding the same T as a later one (e.g. the one decade and "all") once
+    windows = [
+        w for i, w in enumerate(windows) if not any(_same_Ts(Ts, w, v) for v in windows[i + 1 :])
+    ]
+    for w in windows:
+        st = window_stats(g, w)
+        if st["n"] < 2:
+            continue
+        where = against_half(st)
+        name = window_label(g, w)
+        parts.append(f"{name}: **{st['mean']:.3f}** [{st['lo']:.3f}, {st['hi']:.3f}], {where}")
+        if where in ("below ½", "above ½"):
+            exclude.append(name)
+    if not parts:
         return ""
     mean = g.groupby("T")["regret"].mean()
     ratio = float((mean / (B * np.sqrt(mean.index.to_numpy(float)))).max())
+    n_all = len(parts)
+    if n_all == 1:
+        which = f"its interval {'excludes' if exclude else 'does not exclude'} ½"
+    elif exclude:
+        which = f"{len(exclude)} of the {n_all} windows exclude ½ ({'; '.join(exclude)})"
+    else:
+        which = f"none of the {n_all} windows excludes ½"
     return (
-        f" Over the last decade (T = {window_label(g, w).split(' ')[0]}): slope "
-        f"**{st['mean']:.3f}** [{st['lo']:.3f}, {st['hi']:.3f}], {against_half(st)}; the mean "
-        f"regret is at most {ratio:.3g} B√T over all T."
+        f" Log-log slope of the regret against T, per T-window (95% interval over repetitions; "
+        f"Theorem 1: ½ asymptotically): {'; '.join(parts)}. {which[0].upper() + which[1:]}. "
+        f"The mean regret is at most {ratio:.3g} B√T over all T."
+        + vacuity_clause(g, B)
+        + c_clause(setting, B, float(max(Ts)))
     )
 
 
@@ -391,6 +476,8 @@ def render(r: ReportData) -> list[str]:
                 "",
             ]
         L += [f"{line}\n" for line in rate_sentences(raw[(m, setting)], B)]
+        if extra := (vacuity_clause(raw[(m, setting)], B) + c_clause(setting, B, max(g["T"]))):
+            L += [extra.strip(), ""]
     L += setting_lines(r, raw)
     L += [
         "Theorem 1 is an upper bound on the expected regret: a negative regret means the "

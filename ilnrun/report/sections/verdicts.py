@@ -1,9 +1,13 @@
-"""The paper's claim as verdict rows: paired differences of the proposed learner against each
-competitor, per budget and x value, collapsed into one word (:mod:`ilnrun.stats`); then every
-learner against the best constant (mean) predictor (docs/protocol.md §7–§8)."""
+"""The paper's claim as verdict rows: paired loss ratios of the proposed learner against each
+competitor, per budget and x value (Holm-adjusted over the report), collapsed into one counted
+word (:mod:`ilnrun.stats`); then every learner against the best constant (mean) predictor, on
+paired differences (docs/protocol.md §7–§8)."""
 
 from __future__ import annotations
 
+import math
+
+from ...stats import ALPHA, MIN_REPETITIONS, fmt_ratio
 from ..data import (
     COMPARISONS,
     CONST_OF,
@@ -83,11 +87,18 @@ def render(r: ReportData) -> list[str]:
         "hindsight). Each is made twice: **with the closed-form kernel** (the proposed "
         "learner selected and evaluated exactly, `Σ α_i k(x_i, x)`) and **without the kernel** "
         "(Algorithm 2 at validation and test time: what the method is for). A fourth puts every "
-        "learner against the mean predictor. Cells: paired difference (proposed − other; "
-        "negative = the proposed learner is better), "
-        + ("mean ± 95% CI over repetitions." if r.tested else f"one repetition. {ONE_REPETITION}"),
+        "learner against the mean predictor. Cells: the proposed learner's loss as a multiple "
+        "of the other's, paired by repetition (below 1× = the proposed learner is better): "
+        + (
+            "the geometric mean of the per-repetition ratios with its 95% interval "
+            "(`exp` of the mean log ratio ± its Student-t half-width)."
+            if r.tested
+            else f"one repetition. {ONE_REPETITION}"
+        ),
         "",
     ]
+    if r.tested:
+        L += [family_text(r), ""]
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
     made = [mode for mode in (KERNEL, FREE) if r.view(mode) is not None]
     for mode in (KERNEL, FREE):
@@ -147,16 +158,67 @@ def comparison_tables(r: ReportData, head: list[str], mode: str, last: bool) -> 
             continue
         title = MODE_TITLE[FREE] + " (no kernel chooses or scores it)" if by else MODE_TITLE[mode]
         note = i == 0 and r.has_const and r.tested
+        holm = ["Holm-adjusted p" + (f" (per {r.xa})" if r.xa else "")] if r.tested else []
         rows = [
             [f"{short(s)} < {label(o)}", k if k is not None else "—"]
-            + [fmt(p["mean"], p["ci"], 3) for p in ps]
-            + ([v] if r.tested else [])
+            + [ratio_cell(p, label(o)) for p in ps]
+            + ([", ".join(p_text(p.get("p_holm", math.nan)) for p in ps)] if r.tested else [])
+            + ([word(r, v)] if r.tested else [])
             + ([mean_note(r, s, o, k, mode)] if note else [])
             for s, o, k, ps, v in r.verdict_rows(metric, by, mode)
         ]
         L += [f"**{what[0].upper() + what[1:]}, {title}**:", ""]
-        L += [md_table([*head, *verdict, *(["against the mean"] if note else [])], rows), ""]
+        L += [
+            md_table([*head, *holm, *verdict, *(["against the mean"] if note else [])], rows),
+            "",
+        ]
     return L
+
+
+def family_text(r: ReportData) -> str:
+    """How the verdict words are decided, with the number of comparisons of this report."""
+    few = (
+        f" **This run has {r.repetitions} repetitions, fewer than the {MIN_REPETITIONS} a "
+        "verdict needs: the tables give the ratios and intervals only, no verdict words.**"
+        if r.repetitions < MIN_REPETITIONS
+        else ""
+    )
+    return (
+        f"This report's verdict tables make **{r.n_comparisons} comparisons** (paired t-tests "
+        "of the mean log ratio, one per cell with two finite pairs or more). A difference is "
+        f"called significant when its **Holm-adjusted** p-value (Holm–Bonferroni over all "
+        f"{r.n_comparisons}) is below {ALPHA:g}; the intervals are each comparison's own 95% "
+        "interval, so one that excludes 1× may still fall short after the adjustment. A verdict "
+        f"word needs at least {MIN_REPETITIONS} repetitions with a finite loss on both sides; a "
+        "repetition in which one side diverged (infinite loss, a ratio of 0× or ∞×) is left "
+        "out of the ratio and counted in its cell (docs/protocol.md §7)." + few
+    )
+
+
+def ratio_cell(p: dict, other: str) -> str:
+    """A paired ratio's cell: ``0.62× [0.55, 0.70]``, with the repetitions left out because one
+    side diverged."""
+    out = fmt_ratio(p)
+    left = [
+        f"{n} rep. where {who} diverged left out"
+        for n, who in ((p.get("b_inf", 0), other), (p.get("a_inf", 0), "the proposed learner"))
+        if n
+    ]
+    return out + (f" ({'; '.join(left)})" if left else "")
+
+
+def p_text(p: float) -> str:
+    """A p-value for a table: ``—`` when untested, ``<0.001`` below that."""
+    if math.isnan(p):
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def word(r: ReportData, verdict: str) -> str:
+    """The verdict column: the word, or with too few repetitions the reason there is none."""
+    if verdict.startswith("no verdict"):
+        return f"— ({r.repetitions} repetitions: a verdict needs {MIN_REPETITIONS})"
+    return verdict
 
 
 def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
