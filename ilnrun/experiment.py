@@ -412,6 +412,23 @@ CPU_JAX_NOTE = (
 )
 
 
+def fill_added_settings(done: dict[str, dict], cells: list[C.Cell]) -> None:
+    """Give each kept record's row the dataset settings its cell has and the row lacks: a
+    parameter added to a dataset after the record was written (e.g. ``teacher``'s
+    ``kernel_samples``) is left out of cell keys at its default, so the record is still this
+    cell's, but its row has no column for it and the tables would split, or fail on, the old
+    and new rows. The value filled is the current cell's: the one its digest vouches for."""
+    by_id = {c.id: c for c in cells}
+    for cell_id, rec in done.items():
+        cell = by_id.get(cell_id)
+        if cell is None:
+            continue
+        row = rec["row"]
+        for k, v in cell.data.items():
+            if k != "kind" and k not in row:
+                row[k] = v
+
+
 def _run_locked(
     cfg, out, jobs, backend, fresh, quiet, config_path, extend=False, one_at_a_time=frozenset()
 ) -> dict:
@@ -434,6 +451,7 @@ def _run_locked(
             file=sys.stderr,
         )
     done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
+    fill_added_settings(done, all_cells)
     log.vouch()  # the log as read (a torn tail cut off), unless edited since it was recorded
     late = rerun_timed_out(done, cfg.limits.cell_timeout_s, stored_timeout(stored or {}))
     for cell_id in late:

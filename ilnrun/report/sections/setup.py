@@ -11,7 +11,7 @@ from ...config.schema import data_lines
 from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
-from ..data import ONE_REPETITION, ReportData, label, md_table
+from ..data import ONE_REPETITION, ReportData, label, m_test_text, md_table
 from .selection import selection_sentence
 
 INTERVALS = (
@@ -72,8 +72,10 @@ def render(r: ReportData) -> list[str]:
     for m, params in cfg["methods"].items():
         L += grid_lines(m, params, [int(T) for T in T_values])
     L += [
-        f"- Evaluation: `test_loss_estimated` uses `m_test` = {ev['m_test']} Algorithm-2 "
-        f"samples per point on {ev.get('n_test_estimated', 'all')} test points.",
+        f"- Evaluation (`evaluation.kernel: {ev.get('kernel', 'exact')}`): "
+        f"`test_loss_estimated` uses Algorithm 2 with {m_test_text(ev['m_test'])} samples per "
+        f"point (the value used in each row: column `m_test`) on "
+        f"{ev.get('n_test_estimated', 'all')} test points.",
         f"- Selection: {selection_sentence(r)}",
         "",
         "## Choices where the paper is silent",
