@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import invoke
+from conftest import invoke, tiny_config, write_config
 from scipy import stats
 
 from ilnrun.learners import LEARNERS
@@ -104,11 +104,20 @@ def regenerate(repo: Path, work: Path, monkeypatch) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 # the verdicts, recomputed from runs.csv without the report's code (docs/protocol.md §7)
 #
-# A verdict cell says, over the x values of its row (one per column), how many paired
-# differences "proposed − other" (or "learner − mean predictor") have a 95% t-interval that
-# excludes 0, on which side. Differences are per repetition, between the settings each learner
-# had selected, or for the "best setting for online loss" table the setting with the lowest mean
-# online loss among those none of whose repetitions diverged or timed out.
+# A cell of a paired verdict table (the proposed learner "SG < X", at one budget and one x value)
+# is the per-repetition log loss ratio l_r = log(metric(SG)_r / metric(X)_r) over the
+# repetitions where both losses are finite and positive: shown as exp(mean l) with the 95%
+# interval [exp(mean l − h), exp(mean l + h)], h the Student-t half-width; a repetition where one
+# side alone is infinite (diverged) is left out and counted in the cell. Each cell with two
+# pairs or more is a two-sided paired t-test of mean l = 0; the p-values of every cell of every
+# paired table of the report are adjusted by Holm–Bonferroni together (the "Holm-adjusted p"
+# column), and a cell is significant when its adjusted p is below 0.05. A cell with fewer than
+# 5 pairs gives no word; a row where no cell has 5 says "— (n repetitions: a verdict needs 5)".
+# The per-x results collapse into one word, counted over several x values.
+#
+# Settings are those each learner had selected, or for the "best setting for online loss" table
+# the setting with the lowest mean online loss among those none of whose repetitions diverged
+# or timed out.
 #
 # Two protocols (docs/protocol.md §7.2): "with the closed-form kernel" reads the rows as written
 # (selection ``selected``, score ``test_loss``). "Without the kernel", in a run that evaluated
@@ -117,6 +126,9 @@ def regenerate(repo: Path, work: Path, monkeypatch) -> list[str]:
 # ``test_loss_estimated``, and scores the others by ``test_loss_subset`` (the same test points)
 # where the rows have it; in a run without the kernel (``eval_kernel: free``) it reads the rows
 # as written. A report without a protocol in its titles predates the distinction: the first.
+#
+# The table against the mean predictor (§7.1) keeps raw differences "learner − mean predictor"
+# with each cell's own 95% interval (significant when it excludes 0), no adjustment, no minimum.
 
 # table title (without its protocol) -> metric; the best-online table selects by the metric
 PAIRED = {
@@ -135,6 +147,14 @@ AGAINST_MEAN = "Test loss against the mean predictor"
 # the learner's metric -> the mean predictor's on the same test points
 YARDSTICK = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
 ALGORITHM_2 = " (Algorithm-2 test loss)"
+MIN_REPETITIONS = 5  # finite pairs a verdict word needs (docs/protocol.md §7)
+ALPHA = 0.05  # family-wise level of the Holm-adjusted p-values
+FEW = "few"  # a setting with fewer than MIN_REPETITIONS pairs
+HOLM = "Holm-adjusted p"
+FAMILY = re.compile(r"verdict tables make \*\*(\d+) comparisons\*\*")
+RATIO_CELL = re.compile(r"(\S+)×(?: \[(\S+), (\S+)\])?(?: \((.+)\))?")
+# 3 significant digits (the ratios, the raw differences), 2 (p-values, half-widths)
+DIGITS3, DIGITS2 = 5e-3, 5e-2
 
 
 def comparison(title: str) -> tuple[str, bool] | None:
@@ -165,14 +185,15 @@ def kernel_free_run(runs: pd.DataFrame) -> bool:
 
 
 def interval(d: np.ndarray) -> tuple[float, float]:
-    """Mean and 95% Student-t half-width of the values ``d`` (NaN half-width below two)."""
+    """Mean and 95% Student-t half-width ``t_{0.975, n−1} s / √n`` of the values ``d`` (NaN
+    half-width below two)."""
     n = len(d)
     if n < 2:
         return (float(d.mean()) if n else math.nan), math.nan
     return float(d.mean()), float(stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n))
 
 
-def chosen(rows: pd.DataFrame, selection: str, metric: str) -> pd.Series:
+def chosen(rows: pd.DataFrame, selection: str | None, metric: str) -> pd.Series:
     """``metric`` by repetition of the setting picked among ``rows``: the one whose
     ``selection`` column is true, or (``selection`` ``None``) the best for ``metric``."""
     if selection is not None:
@@ -186,39 +207,91 @@ def chosen(rows: pd.DataFrame, selection: str, metric: str) -> pd.Series:
     return rows.set_index("repetition")[metric].astype(float)
 
 
-def side(d: pd.Series) -> tuple[int, float, float, int]:
-    """(n, mean, half-width, −1 significantly lower / +1 significantly higher / 0 neither) of
-    the finite paired differences ``d``."""
-    v = d.to_numpy(dtype=float)
-    v = v[np.isfinite(v)]
-    mean, half = interval(v)
-    sig = len(v) > 1 and abs(mean) > half
-    return len(v), mean, half, (int(np.sign(mean)) if sig else 0)
+def log_ratio_cell(a: pd.Series, b: pd.Series) -> dict:
+    """The paired ratio ``a / b`` over the repetitions both have: ``n`` finite positive pairs,
+    ``ratio = exp(mean l)`` and its 95% interval ``lo``, ``hi`` (``l_r = log(a_r / b_r)``), the
+    two-sided paired t-test ``p`` of ``mean l = 0`` (NaN below two pairs), and ``a_inf`` /
+    ``b_inf``: the repetitions left out because that side alone is infinite."""
+    a, b = a.align(b, join="inner")
+    av, bv = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    a_inf = int(np.sum(np.isposinf(av) & np.isfinite(bv)))
+    b_inf = int(np.sum(np.isposinf(bv) & np.isfinite(av)))
+    ok = np.isfinite(av) & np.isfinite(bv) & (av > 0) & (bv > 0)
+    lr = np.log(av[ok] / bv[ok])
+    n = len(lr)
+    mean, half = interval(lr)
+    if n < 2:
+        p = math.nan
+    elif lr.std(ddof=1) == 0:  # every ratio the same: certain unless it is 1
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        p = float(stats.ttest_1samp(lr, 0.0).pvalue)
+    return {
+        "n": n,
+        "log": mean,
+        "ratio": math.exp(mean) if n else math.nan,
+        "lo": math.exp(mean - half) if n > 1 else math.nan,
+        "hi": math.exp(mean + half) if n > 1 else math.nan,
+        "p": p,
+        "a_inf": a_inf,
+        "b_inf": b_inf,
+    }
 
 
-def verdict_text(signs: list[int | None], all_lower: bool, axis: str | None) -> str:
-    """The claim 'proposed < other' over the x values with data (``signs``: ``None`` where
-    there was none)."""
-    s = [x for x in signs if x is not None]
-    n, lower, higher = len(s), s.count(-1), s.count(1)
+def holm_adjusted(p: list[float]) -> list[float]:
+    """Holm–Bonferroni step-down over the finite ``p`` (NaN: untested, not counted in ``m``):
+    sorted ascending, ``p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j))``, in the input's order."""
+    p_arr = np.asarray(p, dtype=float)
+    out = np.full(len(p_arr), math.nan)
+    tested = np.flatnonzero(~np.isnan(p_arr))
+    order = tested[np.argsort(p_arr[tested], kind="stable")]
+    m = len(order)
+    out[order] = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p_arr[order]))
+    return out.tolist()
+
+
+def collapse(settings: list) -> str:
+    """The word of a row over its x values: ``settings`` holds per x ``None`` (no pair),
+    :data:`FEW`, or (direction −1 lower / +1 higher, significant)."""
+    have = [s for s in settings if s is not None]
+    if have and all(s == FEW for s in have):
+        return "no verdict"
+    s = [x for x in have if x != FEW]
+    n = len(s)
     if n == 0:
         return "nothing to compare"
-    word = (
-        "holds"
-        if lower == n
-        else "holds in direction, not always significantly"
-        if higher == 0 and all_lower
-        else "does not hold"
-        if lower == 0 and higher > 0
-        else "no significant difference"
-        if lower == 0 and higher == 0
-        else "holds in part"
-        if higher == 0
-        else "mixed"
-    )
+    lower = sum(d < 0 for d, _ in s)
+    sig_lower = sum(d < 0 and sig for d, sig in s)
+    sig_higher = sum(d > 0 and sig for d, sig in s)
+    if sig_lower == n:
+        return "holds"
+    if sig_lower == sig_higher == 0:
+        return "no significant difference"
+    if sig_higher == 0 and lower == n:
+        return "holds in direction, not always significantly"
+    if sig_lower == 0:
+        return "does not hold"
+    return "holds in part" if sig_higher == 0 else "mixed"
+
+
+def verdict_text(settings: list, axis: str | None, repetitions: int) -> str:
+    """The verdict column of a paired row: :func:`collapse`, counted over several x values
+    (settings with too few pairs counted apart); with too few pairs everywhere the reason."""
+    word = collapse(settings)
+    if word == "no verdict":
+        return f"— ({repetitions} repetitions: a verdict needs {MIN_REPETITIONS})"
+    s = [x for x in settings if x is not None and x != FEW]
+    n, few = len(s), settings.count(FEW)
+    lower = sum(d < 0 and sig for d, sig in s)
+    higher = sum(d > 0 and sig for d, sig in s)
+    tail = f"; {few} {axis} with fewer than {MIN_REPETITIONS} repetitions" if few and n else ""
     if axis is None or n < 2 or word in ("holds", "no significant difference"):
-        return word
-    return f"{word} (significantly lower at {lower} of {n} {axis}, higher at {higher})"
+        return word + (f" ({tail[2:]})" if tail else "")
+    parts = [f"{w} at {c}" for w, c in (("lower", lower), ("higher", higher)) if c]
+    parts[0] = f"significantly {parts[0]} of {n} {axis}"
+    if n - lower - higher:
+        parts.append(f"no significant difference at {n - lower - higher}")
+    return f"{word} ({', '.join(parts)}{tail})"
 
 
 PLAIN = {  # the same claim against the mean predictor, without an axis to count over
@@ -233,12 +306,14 @@ PLAIN = {  # the same claim against the mean predictor, without an axis to count
 }
 
 
-def mean_text(signs: list[int | None], all_lower: bool, axis: str | None) -> str:
+def mean_text(settings: list, axis: str | None) -> str:
     """'learner < mean predictor' over the x values, counted as the report words it."""
-    s = [x for x in signs if x is not None]
-    n, better, worse = len(s), s.count(-1), s.count(1)
+    s = [x for x in settings if x is not None]
+    n = len(s)
+    better = sum(d < 0 and sig for d, sig in s)
+    worse = sum(d > 0 and sig for d, sig in s)
     if axis is None or n < 2:
-        return PLAIN[verdict_text(signs, all_lower, None)]
+        return PLAIN[collapse(settings)]
     if better == n:
         return f"beats the mean predictor at all {n} {axis}"
     if worse == n:
@@ -285,61 +360,151 @@ def learner(name: str) -> str:
     return found[0]
 
 
+def number(text: str) -> float:
+    """A number as a report writes it (``2,140``, ``0.62``, ``1e-05``); NaN: not a number."""
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return math.nan
+
+
+def ratio_problem(cell: str, c: dict, other: str) -> str | None:
+    """What is wrong with a paired ratio ``cell`` (``0.62× [0.55, 0.70]``, then the repetitions
+    left out) against the recomputed :func:`log_ratio_cell` ``c``; ``None``: nothing."""
+    if c["n"] == 0:
+        return None if cell == "—" else f"{cell} without a finite pair"
+    found = RATIO_CELL.fullmatch(cell)
+    if found is None:
+        return f"{cell!r} is not a ratio"
+    shown = [found[1], found[2], found[3]]
+    want = [c["ratio"], c["lo"], c["hi"]]
+    for s, w in zip(shown, want, strict=True):
+        if (s is None) != math.isnan(w) or (
+            s is not None and not math.isclose(number(s), w, rel_tol=DIGITS3)
+        ):
+            return f"{cell}, not {c['ratio']:.4g}× [{c['lo']:.4g}, {c['hi']:.4g}]"
+    left = "; ".join(
+        f"{n} rep. where {who} diverged left out"
+        for n, who in ((c["b_inf"], other), (c["a_inf"], "the proposed learner"))
+        if n
+    )
+    if (found[4] or "") != left:
+        return f"{cell}: left out {found[4]!r}, the runs give {left!r}"
+    return None
+
+
+def p_problem(shown: str, p: float) -> bool:
+    """Whether a Holm-adjusted p as shown (``—``, ``<0.001``, two digits) contradicts ``p``."""
+    if shown == "—" or math.isnan(p):
+        return shown != "—" or not math.isnan(p)
+    if shown == "<0.001":
+        return not p < 0.001 * (1 + 1e-9)
+    return not math.isclose(number(shown), p, rel_tol=DIGITS2)
+
+
+def mean_problem(cell: str, n: int, mean: float, half: float) -> str | None:
+    """What is wrong with a ``mean ± half-width`` cell of the table against the mean."""
+    if n == 0:
+        return None if cell == "—" else f"{cell} without data"
+    if cell == "diverged" and math.isinf(mean):
+        return None
+    m, _, h = cell.partition(" ± ")
+    if not math.isclose(number(m), mean, rel_tol=DIGITS3, abs_tol=1e-12) or (
+        bool(h) == math.isnan(half)
+        or (h and not math.isclose(number(h), half, rel_tol=DIGITS2, abs_tol=1e-12))
+    ):
+        return f"{cell}, not {mean:.4g} ± {half:.2g}"
+    return None
+
+
 def recheck(text: str, runs: pd.DataFrame) -> tuple[int, list[str]]:
-    """(verdict cells checked, contradictions) of the report ``text`` against ``runs``."""
-    checked, problems = 0, []
+    """(verdict rows checked, contradictions) of the report ``text`` against ``runs``: every
+    cell's ratio and interval (or difference and half-width), every Holm-adjusted p, the number
+    of comparisons the report states, and every verdict word with its counts."""
+    problems: list[str] = []
+    repetitions = runs["repetition"].nunique()
+    rows_seen = []  # (where, verdict shown, Holm column shown or None, axis, x columns, cells)
     for title, header, rows in verdict_tables(text):
         paired = comparison(title)
         if paired is None and title != AGAINST_MEAN:
             problems.append(f"a verdict table this recheck does not know: {title!r}")
             continue
-        xcols = header[2 : header.index("verdict")]
+        end = next(i for i, h in enumerate(header) if h == "verdict" or h.startswith(HOLM))
+        if paired is not None and not header[end].startswith(HOLM):
+            problems.append(f"{title}: no {HOLM!r} column")
+            continue
+        xcols = header[2:end]
         axis = xcols[0].split("=", 1)[0] if xcols != ["all"] else None
         for row in rows:
-            claim, k, verdict = row[0], row[1], row[header.index("verdict")]
+            claim, k = row[0], row[1]
             if claim.startswith("mean predictor's"):
                 continue  # the yardstick's own loss: no verdict
             base = runs if k == "—" else runs[runs["dsgd_k"] == float(k)]
-            results = []
-            for col, cell in zip(xcols, row[2 : 2 + len(xcols)], strict=True):
+            cells = []
+            for col, shown in zip(xcols, row[2:end], strict=True):
                 at = base if axis is None else base[base[axis].map(str) == col.split("=", 1)[1]]
-                if title == AGAINST_MEAN:
+                if paired is None:
                     name = claim.removesuffix(" < mean predictor")
                     metric = "test_loss_estimated" if name.endswith(ALGORITHM_2) else "test_loss"
                     rows_m = at[at["method"] == learner(name.removesuffix(ALGORITHM_2))]
                     picked = rows_m[rows_m["selected"].astype(bool)].set_index("repetition")
                     d = picked[metric].astype(float) - picked[YARDSTICK[metric]].astype(float)
-                else:
-                    metric, free = paired
-                    sides = []
-                    for name in claim.split(" < "):
-                        m = learner(name)
-                        selection, score = protocol_columns(runs, m, metric, free)
-                        best = title.startswith(BEST_ONLINE)
-                        sides.append(
-                            chosen(at[at["method"] == m], None if best else selection, score)
-                        )
-                    d = sides[0] - sides[1]
-                n, mean, half, sign = side(d.dropna())
-                results.append((n, mean, sign))
-                if n == 0 and cell != "—":
-                    problems.append(f"{title} | {claim} | k={k} | {col}: {cell} without data")
-                elif n and cell not in ("—", "diverged"):
-                    shown = float(cell.split(" ± ")[0])
-                    if not math.isclose(shown, mean, rel_tol=5e-3, abs_tol=1e-12):
-                        problems.append(
-                            f"{title} | {claim} | k={k} | {col}: {cell}, not {mean:.4g}"
-                        )
-            signs = [s if n else None for n, _, s in results]
-            all_lower = all(mean < 0 for n, mean, _ in results if n)
-            words = mean_text if title == AGAINST_MEAN else verdict_text
-            expected = words(signs, all_lower, axis)
-            checked += 1
-            if verdict != expected:
-                problems.append(
-                    f"{title} | {claim} | k={k}: says {verdict!r}, runs give {expected!r}"
+                    v = d.to_numpy(dtype=float)
+                    v = v[np.isfinite(v)]
+                    mean, half = interval(v)
+                    cells.append({"n": len(v), "mean": mean, "half": half, "shown": shown})
+                    continue
+                metric, free = paired
+                sides = []
+                for name in claim.split(" < "):
+                    m = learner(name)
+                    selection, score = protocol_columns(runs, m, metric, free)
+                    best = title.startswith(BEST_ONLINE)
+                    sides.append(chosen(at[at["method"] == m], None if best else selection, score))
+                cells.append(
+                    log_ratio_cell(*sides) | {"shown": shown, "other": claim.split(" < ")[1]}
                 )
-    return checked, problems
+            holm_shown = row[end] if paired is not None else None
+            where = f"{title} | {claim} | k={k}"
+            rows_seen.append((where, row[header.index("verdict")], holm_shown, axis, xcols, cells))
+    family = [
+        c for *_, holm_shown, _, _, cells in rows_seen if holm_shown is not None for c in cells
+    ]
+    for c, adjusted in zip(family, holm_adjusted([c["p"] for c in family]), strict=True):
+        c["p_holm"] = adjusted
+    m = sum(not math.isnan(c["p"]) for c in family)
+    stated = FAMILY.search(text)
+    if family and (stated is None or int(stated[1]) != m):
+        problems.append(f"the report states {stated and stated[0]!r}, its tables make {m}")
+    for where, verdict, holm_shown, axis, xcols, cells in rows_seen:
+        settings: list = []
+        if holm_shown is None:  # against the mean predictor: raw differences, own intervals
+            for col, c in zip(xcols, cells, strict=True):
+                if (problem := mean_problem(c["shown"], c["n"], c["mean"], c["half"])) is not None:
+                    problems.append(f"{where} | {col}: {problem}")
+                sig = c["n"] > 1 and abs(c["mean"]) > c["half"]
+                settings.append((1 if c["mean"] >= 0 else -1, sig) if c["n"] else None)
+            expected = mean_text(settings, axis)
+        else:
+            shown_p = holm_shown.split(", ")
+            if len(shown_p) != len(cells):
+                problems.append(f"{where}: {HOLM} {holm_shown!r} is not one per x value")
+                shown_p = [""] * len(cells)
+            for col, c, sp in zip(xcols, cells, shown_p, strict=True):
+                if (problem := ratio_problem(c["shown"], c, c["other"])) is not None:
+                    problems.append(f"{where} | {col}: {problem}")
+                if p_problem(sp, c["p_holm"]):
+                    problems.append(f"{where} | {col}: {HOLM} {sp}, not {c['p_holm']:.3g}")
+                if c["n"] == 0:
+                    settings.append(None)
+                elif c["n"] < MIN_REPETITIONS:
+                    settings.append(FEW)
+                else:
+                    settings.append((1 if c["log"] >= 0 else -1, c["p_holm"] < ALPHA))
+            expected = verdict_text(settings, axis, repetitions)
+        if verdict != expected:
+            problems.append(f"{where}: says {verdict!r}, runs give {expected!r}")
+    return len(rows_seen), problems
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,13 +531,10 @@ def test_every_committed_verdict_agrees_with_its_runs(folder):
 # the mechanism today: a tiny experiment packed, reported and indexed as a committed one
 
 
-@pytest.fixture(scope="module")
-def tiny_repo(finished_run, tmp_path_factory) -> Path:
-    """A repository layout with one committed report: ``experiments/tiny/{REPORT.md,
-    results/}`` and ``experiments/README.md``, made by the documented commands."""
-    _, out, result = finished_run
-    assert result.exit_code == 0, result.output
-    repo = tmp_path_factory.mktemp("repo")
+def packed_repo(out: Path, repo: Path) -> Path:
+    """A repository layout in ``repo`` with one committed report made from the results ``out``
+    by the documented commands: ``experiments/tiny/{REPORT.md, results/}`` and
+    ``experiments/README.md``."""
     cwd = os.getcwd()
     os.chdir(repo)
     try:
@@ -385,6 +547,25 @@ def tiny_repo(finished_run, tmp_path_factory) -> Path:
     finally:
         os.chdir(cwd)
     return repo
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(tmp_path_factory) -> Path:
+    """:func:`packed_repo` of the tiny experiment with the repetitions a verdict word needs
+    (:data:`MIN_REPETITIONS`), so that its report words its verdicts."""
+    base = tmp_path_factory.mktemp("five")
+    cfg = write_config(base / "tiny.yaml", tiny_config(repetitions=MIN_REPETITIONS))
+    res = invoke(["run", cfg, "--out", base / "results", "--jobs", "1", "-q"])
+    assert res.exit_code == 0, res.output
+    return packed_repo(base / "results", tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture(scope="module")
+def few_repo(finished_run, tmp_path_factory) -> Path:
+    """:func:`packed_repo` of the tiny experiment with 2 repetitions: ratios, no words."""
+    _, out, result = finished_run
+    assert result.exit_code == 0, result.output
+    return packed_repo(out, tmp_path_factory.mktemp("few"))
 
 
 def test_a_packed_report_regenerates_byte_for_byte(tiny_repo, tmp_path, monkeypatch):
@@ -425,6 +606,11 @@ def test_the_comparison_masks_dates_and_nothing_else(tiny_repo, tmp_path, monkey
         index.write_text(text)
 
 
+def paired_rows(text: str) -> list[tuple[str, list[str], list[str]]]:
+    """(title, header, row) of every row of the report's paired verdict tables."""
+    return [(t, h, r) for t, h, rows in verdict_tables(text) if comparison(t) for r in rows]
+
+
 def test_every_verdict_of_a_packed_report_agrees_with_its_runs(tiny_repo):
     folder = tiny_repo / "experiments" / "tiny" / "results"
     text = (folder.parent / "REPORT.md").read_text()
@@ -433,6 +619,40 @@ def test_every_verdict_of_a_packed_report_agrees_with_its_runs(tiny_repo):
     # with the kernel 2 comparisons, without it 3, x 2 competitors x 1 budget; against the
     # mean 4 learners + SG's Algorithm-2 row
     assert checked == (2 + 3) * 2 + 5
+    # 5 repetitions: every paired row has a word, and this seed gives a counted one
+    words = [r[h.index("verdict")] for _, h, r in paired_rows(text)]
+    assert len(words) == 10 and not any(w.startswith("—") for w in words), words
+    assert any("(significantly " in w for w in words), words
+    assert "verdict tables make **20 comparisons**" in text
+
+
+def test_fewer_than_five_repetitions_give_ratios_and_no_word(few_repo):
+    folder = few_repo / "experiments" / "tiny" / "results"
+    text = (folder.parent / "REPORT.md").read_text()
+    checked, problems = recheck(text, runs_of(folder))
+    assert problems == [] and checked == (2 + 3) * 2 + 5
+    rows = paired_rows(text)
+    assert {r[h.index("verdict")] for _, h, r in rows} == {"— (2 repetitions: a verdict needs 5)"}
+    assert all("× [" in r[2] for _, _, r in rows)  # the ratios and intervals all the same
+
+
+def test_diverged_repetitions_are_left_out_and_counted(tiny_repo, tmp_path):
+    """A diverged repetition (an infinite loss on one side) in the runs: the report and the
+    recheck leave it out of the ratio alike, and the report counted it in the cell."""
+    folder = tmp_path / "results"
+    shutil.copytree(tiny_repo / "experiments" / "tiny" / "results", folder)
+    runs = runs_of(folder)
+    at = (runs["D"] == 20) & (runs["repetition"] == 0) & runs["selected"].astype(bool)
+    runs.loc[at & (runs["method"] == "doubly_sgd"), "test_loss"] = math.inf
+    runs.to_csv(folder / "runs.csv.gz", index=False)
+    res = invoke(["report", folder, "--out", tmp_path / "report"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "(1 rep. where Doubly SGD diverged left out)" in text
+    assert recheck(text, runs_of(folder))[1] == []
+    # the same report against runs where nothing diverged: the count is a contradiction
+    problems = recheck(text, runs_of(tiny_repo / "experiments" / "tiny" / "results"))[1]
+    assert any("left out" in p for p in problems), problems
 
 
 def test_a_changed_verdict_word_is_a_contradiction(tiny_repo):
@@ -440,15 +660,50 @@ def test_a_changed_verdict_word_is_a_contradiction(tiny_repo):
     text = (folder.parent / "REPORT.md").read_text()
     runs = runs_of(folder)
     row = next(x for x in text.split("\n") if x.startswith("| SG < Fixed-Random | 4 |"))
-    word = row.strip()[1:-1].split(" | ")[4]  # claim, k, D=20, D=40, verdict, against the mean
-    for other in ("holds", "does not hold", "mixed"):
+    # claim, k, D=20, D=40, Holm-adjusted p, verdict, against the mean
+    cells = row.strip()[1:-1].split(" | ")
+    word = cells[5]
+    for other in ("holds", "does not hold", "mixed", "no significant difference"):
         if other != word:
             changed = text.replace(row, row.replace(f" | {word} |", f" | {other} |", 1))
             assert changed != text
             _, problems = recheck(changed, runs)
             assert len(problems) == 1 and "SG < Fixed-Random" in problems[0], problems
-    # a number of the runs changed so that one difference flips sign: found
+    # a count of a counted word, a Holm-adjusted p, the number of comparisons: each found
+    counted = next(
+        x for x in text.split("\n") if x.startswith("| SG < ") and "(significantly " in x
+    )
+    verdict = re.search(r"(significantly \w+ at )(\d)", counted)
+    cells = counted.strip()[1:-1].split(" | ")
+    shown_p = f" | {', '.join(['<0.001'] * 2)} |"
+    assert f" | {cells[4]} |" != shown_p
+    edits = [  # (old, new, what the recheck says of it)
+        (counted, counted.replace(verdict[0], verdict[1] + str(int(verdict[2]) % 2 + 1)), "says"),
+        (counted, counted.replace(f" | {cells[4]} |", shown_p), f"{HOLM} <0.001, not"),
+        ("make **20 comparisons**", "make **10 comparisons**", "its tables make 20"),
+    ]
+    for old, new, says in edits:
+        changed = text.replace(old, new)
+        assert changed != text
+        _, problems = recheck(changed, runs)
+        assert problems and all(says in p for p in problems), (new, problems)
+    # a loss of the runs changed so that every ratio moves: found, cells and words
     flipped = runs.copy()
     sg = (flipped["method"] == "shrinking_gradient") & flipped["selected"]
     flipped.loc[sg, "test_loss"] += 10.0
-    assert any("Test loss (settings" in p for p in recheck(text, flipped)[1])
+    problems = recheck(text, flipped)[1]
+    assert any("Test loss (settings" in p and "×" in p for p in problems), problems
+    assert any("Test loss (settings" in p and "says" in p for p in problems), problems
+
+
+def test_the_recheck_s_own_holm_and_words():
+    """The recheck's own rules on a worked example: Holm's step-down (m = 4 tested, NaN not
+    counted) and a counted word."""
+    adjusted = holm_adjusted([0.01, 0.04, math.nan, 0.03, 0.005])
+    assert np.allclose(adjusted, [0.03, 0.06, math.nan, 0.06, 0.02], equal_nan=True)
+    settings = [(-1, True), (1, False), FEW, (-1, True), None]
+    assert verdict_text(settings, "T", 5) == (
+        "holds in part (significantly lower at 2 of 3 T, no significant difference at 1; "
+        "1 T with fewer than 5 repetitions)"
+    )
+    assert verdict_text([FEW, None], "T", 3) == "— (3 repetitions: a verdict needs 5)"
