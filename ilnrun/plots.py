@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from .datasets import DATASETS
 from .learners import LEARNERS, competitors
@@ -645,6 +645,16 @@ def _runs(d: Path) -> pd.DataFrame | None:
     return read_table(d, "runs.csv", RUNS_COLUMNS)
 
 
+def _decade_label(v: float, _pos: int | None = None) -> str:
+    """A log-axis tick ``v = a·10^e`` (``a`` in 1, 2, 5) as ``$a\\times10^{e}$`` (``$10^{e}$``
+    for ``a = 1``)."""
+    if v <= 0:
+        return ""
+    e = int(np.floor(np.log10(v) + 1e-9))
+    a = round(v / 10.0**e)
+    return f"$10^{{{e}}}$" if a == 1 else f"${a}\\times10^{{{e}}}$"
+
+
 def frontier_missing(runs: pd.DataFrame) -> str | None:
     """Why ``frontier`` cannot be drawn from ``runs`` (``None``: it can): results written
     before the cost columns existed."""
@@ -768,6 +778,11 @@ def _frontier(data: _Data, runs: pd.DataFrame) -> Figure:
         if len(p):
             nmse_one(ax)
         ax.set_xscale("log")
+        # labels at 1, 2 and 5 of each decade (matplotlib's own minor labels run into each
+        # other over a narrow range); the other minor ticks keep the grid
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(_decade_label))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         yscale(ax, log)
         ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
         ax.set_xlabel(COST_AXIS)
