@@ -287,6 +287,11 @@ def paired_ratio(a: object, b: object) -> dict[str, float]:
     ``hi`` (NaN where ``n`` is too small), ``p`` (the two-sided paired t-test of ``mean l = 0``,
     :func:`t_test_p`), and ``a_inf`` / ``b_inf``: the repetitions left out because ``a`` or
     ``b`` alone is infinite (diverged; ``0×`` or ``∞×`` cannot enter a mean of logs)."""
+    if not (a.index.is_unique and b.index.is_unique):  # type: ignore[union-attr]
+        # a repetition with several rows on one side (e.g. two dataset settings left in by the
+        # caller's keys) has no single pair: nothing to compare
+        return {"n": 0, "ratio": math.nan, "lo": math.nan, "hi": math.nan, "p": math.nan,
+                "a_inf": 0, "b_inf": 0}  # fmt: skip
     r = (a / b).dropna()  # type: ignore[operator]
     a_inf = int((np.isinf(r) & (r > 0)).sum())
     b_inf = int(((r == 0) & np.isinf(b.reindex(r.index))).sum())  # type: ignore[union-attr]

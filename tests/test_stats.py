@@ -300,3 +300,16 @@ def test_a_mixed_setting_without_a_significant_loss_holds_in_part_with_counts():
 def test_a_direction_without_significance_is_no_significant_difference():
     assert claim_verdict([L_NS, L_NS]) == "no significant difference"
     assert counted_verdict([L_NS, L_NS, L_NS], "T") == "no significant difference"
+
+
+def test_paired_ratio_with_a_repeated_repetition_has_nothing_to_compare():
+    """Rows of one repetition under two settings on one side (e.g. the rate experiment's data
+    settings when only the budget is fixed) pair with nothing: no ratio, no traceback."""
+    import pandas as pd
+
+    from ilnrun.stats import paired_ratio
+
+    a = pd.Series([1.0, 2.0], index=[0, 0])
+    for b in (pd.Series([], dtype=float), pd.Series([1.0], index=[0])):
+        p = paired_ratio(a, b)
+        assert p["n"] == 0 and math.isnan(p["ratio"])
