@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,18 +85,15 @@ SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}
 MAX_COLS = 3
 
 
-def plot_results(
-    results_dir: Path,
-    formats: list[str],
-    notes: list[str] | None = None,
-    out_dir: Path | None = None,
-) -> list[Path]:
-    """Write ``figure1``, ``curves``, (with >= 2 budgets) ``budget_sweep``, and where the
-    results allow ``regret``, ``frontier`` and ``m_test`` into ``out_dir`` (default
-    ``results_dir``) in every format of ``formats`` ("png", "pdf", "svg"); return the paths.
-    Why a figure the results could have had was not drawn is appended to ``notes``."""
+def planned_figures(
+    results_dir: Path, notes: list[str] | None = None
+) -> dict[str, Callable[[], Figure]]:
+    """The figures the results of ``results_dir`` give, by name, each a function that draws it:
+    ``figure1``, ``curves``, (with >= 2 budgets) ``budget_sweep``, and where the results allow
+    ``regret``, ``frontier`` and ``m_test``. Why a figure the results could have had is not
+    planned is appended to ``notes``. One place decides which figures exist: what
+    :func:`plot_results` draws and what a report lists without drawing."""
     results_dir = Path(results_dir)
-    out_dir = results_dir if out_dir is None else Path(out_dir)
     data = _Data.load(results_dir)
     if data.summary.empty:  # every cell diverged or timed out: no point, no curve
         from .readers import ResultsError
@@ -105,22 +103,40 @@ def plot_results(
             "(summary.csv: n = 0 everywhere; every cell diverged or timed out). Under "
             "limits.cell_timeout_s, rerun with a higher limit and --extend"
         )
-    figures = {"figure1": _figure1(data), "curves": _curves(data)}
+    figures: dict[str, Callable[[], Figure]] = {
+        "figure1": lambda: _figure1(data),
+        "curves": lambda: _curves(data),
+    }
     if data.summary.loc[data.budgeted, "dsgd_k"].nunique() >= 2:
-        figures["budget_sweep"] = _budget_sweep(data)
+        figures["budget_sweep"] = lambda: _budget_sweep(data)
     if data.x == "T" and data.summary.get("regret_mean", pd.Series(dtype=float)).notna().any():
-        figures["regret"] = _regret(data)
+        figures["regret"] = lambda: _regret(data)
     runs = _runs(results_dir)
     why = frontier_missing(runs) if runs is not None else "frontier not drawn: no runs.csv"
     if why is None:
-        figures["frontier"] = _frontier(data, runs)
+        figures["frontier"] = lambda: _frontier(data, runs)
     elif notes is not None:
         notes.append(why)
     if runs is not None and m_test_sweep(runs):
-        figures["m_test"] = _m_test(data, runs)
+        figures["m_test"] = lambda: _m_test(data, runs)
+    return figures
+
+
+def plot_results(
+    results_dir: Path,
+    formats: list[str],
+    notes: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> list[Path]:
+    """Draw every figure of :func:`planned_figures` into ``out_dir`` (default ``results_dir``)
+    in every format of ``formats`` ("png", "pdf", "svg"); return the paths."""
+    results_dir = Path(results_dir)
+    out_dir = results_dir if out_dir is None else Path(out_dir)
+    figures = planned_figures(results_dir, notes)
     written: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "ilnrun", "pdf.compression": 6}):
-        for name, fig in figures.items():
+        for name, draw in figures.items():
+            fig = draw()
             freeze_layout(fig)
             for fmt in formats:
                 path = out_dir / f"{name}.{fmt}"

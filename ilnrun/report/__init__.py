@@ -25,20 +25,26 @@ from .legacy import worded
 from .sections import SECTIONS
 
 
-def build_report(results_dir: Path, out_dir: Path) -> Path:
+def build_report(results_dir: Path, out_dir: Path, draw: bool = True) -> Path:
     """Write ``out_dir/REPORT.md`` (and copy the figures next to it); return its path. The
     figures of a packed results folder (``ilnrun pack``, which holds none and is never written)
     are drawn by :func:`ilnrun.plots.plot_results` into a temporary directory first, so the
-    report shows exactly the figures its results give."""
+    report shows exactly the figures its results give. ``draw=False`` (a packed folder only)
+    writes the same REPORT.md without drawing or copying a figure: the figures are named from
+    :func:`ilnrun.plots.planned_figures`, the one place that decides which exist (the
+    committed-report tests compare the text)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     r = ReportData(results_dir, out_dir)
     with tempfile.TemporaryDirectory(prefix="ilnrun-figures-") as drawn:
         if r.packed and (r.summary["n"].fillna(0) > 0).any():  # (else nothing to draw)
-            from ..plots import plot_results
+            from ..plots import planned_figures, plot_results
 
-            plot_results(r.results_dir, ["png"], out_dir=Path(drawn))
-            r.figure_dir = Path(drawn)
+            if draw:
+                plot_results(r.results_dir, ["png"], out_dir=Path(drawn))
+                r.figure_dir = Path(drawn)
+            else:
+                r.figure_names = set(planned_figures(r.results_dir))
         lines = [line for section in SECTIONS for line in section.render(r)]
     path = out_dir / "REPORT.md"
     write_atomic(path, "\n".join(lines) + "\n")

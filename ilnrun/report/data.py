@@ -66,11 +66,14 @@ def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.Data
     """Rows of ``method`` matching ``keys`` for one hyperparameter setting: the one selected on
     validation loss (``by=None``), or the one with the lowest mean ``by`` over repetitions
     among the settings none of whose repetitions diverged or timed out (as selection does)."""
-    g = runs[runs["method"] == method]
+    # one mask over the columns compared, then one take of the (wide) table: filtering it step
+    # by step copied every column at each step (most of a big report's time)
+    mask = (runs["method"] == method).to_numpy(dtype=bool, na_value=False)
     for k, v in keys.items():
-        g = g[g[k] == v]
+        mask = mask & (runs[k] == v).to_numpy(dtype=bool, na_value=False)
     if by is None:
-        return g[g["selected"]]
+        return runs[mask & runs["selected"].to_numpy(dtype=bool, na_value=False)]
+    g = runs[mask]
     failed = (g["diverged"] | g["timed_out"]).groupby(g["setting"]).any()
     ok = g[g["setting"].isin(failed.index[~failed])]
     if ok.empty:
@@ -197,6 +200,8 @@ class ReportData:
         # a packed folder (``ilnrun pack``) holds no figures: the report draws them elsewhere
         self.packed = is_packed(d)
         self.figure_dir = d  # where the figures section finds the PNGs (build_report)
+        # the figures' names when they are listed without being drawn (build_report(draw=False))
+        self.figure_names: set[str] | None = None
         self.cfg = read_config(d)
         self.meta = read_meta(d)
         self.runs = read_table(d, "runs.csv", RUNS_COLUMNS)

@@ -30,7 +30,10 @@ FRONTIER = (
 def copy_figure(r: ReportData, stem: str) -> str | None:
     """Copy ``<stem>.png`` of the results (:attr:`ReportData.figure_dir`) next to the report;
     its name, or ``None`` when the results hold no such figure (never a directory, never
-    through a link)."""
+    through a link). Listed without drawing (:attr:`ReportData.figure_names`): its name if the
+    results give that figure, and nothing is copied."""
+    if r.figure_names is not None:
+        return f"{stem}.png" if stem in r.figure_names else None
     src = r.figure_dir / f"{stem}.png"
     if not src.is_file() or src.is_symlink():
         return None
