@@ -403,24 +403,32 @@ def _predict(
     ``predict(X)``, exactly (``evals_per_point()`` evaluations a point, when it has that
     method)."""
     d, fmap = inst.data, inst.fmap
-    c0 = _costs(p)
-    if hasattr(p, "predict_exact"):
-        if fmap.has_kernel and not free:
-            val = inst.predict_exact(p, "val")
-            c1 = _costs(p)
-            test = inst.predict_exact(p, "test")
-            mode, evals = "exact", p.exact_evals_per_point()
-        else:
-            val = p.predict_estimated(d.X_train, d.X_val, fmap, m_test, rng)
-            c1 = _costs(p)
-            test = p.predict_estimated(d.X_train, d.X_test, fmap, m_test, rng)
-            mode, evals = "estimated", 2 * m_test
+
+    def split(name: str) -> np.ndarray:
+        return d.split(name)[0]
+
+    if hasattr(p, "predict_exact") and fmap.has_kernel and not free:
+        mode, evals = "exact", p.exact_evals_per_point()
+
+        def run(name: str) -> np.ndarray:
+            return inst.predict_exact(p, name)
+    elif hasattr(p, "predict_exact"):
+        mode, evals = "estimated", 2 * m_test
+
+        def run(name: str) -> np.ndarray:
+            return p.predict_estimated(d.X_train, split(name), fmap, m_test, rng)
     else:
-        evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0
-        val = p.predict(d.X_val)
-        c1 = _costs(p)
-        test = p.predict(d.X_test)
         mode = "exact"
+        evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0
+
+        def run(name: str) -> np.ndarray:
+            return p.predict(split(name))
+
+    # each split's cost as the predictor counted it (validation first: the generator's order)
+    c0 = _costs(p)
+    val = run("val")
+    c1 = _costs(p)
+    test = run("test")
     c2 = _costs(p)
     scored = ((c1[0] - c0[0], c1[1] - c0[1]), (c2[0] - c1[0], c2[1] - c1[1]))
     return val, test, mode, evals, scored

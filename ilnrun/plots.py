@@ -702,6 +702,15 @@ def _panel_settings(data: _Data, df: pd.DataFrame) -> list[dict[str, Any]]:
     return _spread([dict(zip(split, r, strict=True)) for r in rows], 6)
 
 
+def _point(
+    where: dict, rows: pd.DataFrame, x: pd.Series, y: str, kernel: bool, free_point: bool
+) -> dict[str, Any]:
+    """One frontier point: ``where`` (panel, learner, budget), :func:`_mean_point` of the rows,
+    and whether it used the closed-form kernel / is a kernel-free estimate."""
+    mx, my, ci, n = _mean_point(rows, x, y)
+    return {**where, "x": mx, "y": my, "ci": ci, "n": n, "kernel": kernel, "free_point": free_point}
+
+
 def _mean_point(rows: pd.DataFrame, x: pd.Series, y: str) -> tuple[float, float, float, int]:
     """(mean x, mean y, 95% half-width of y, n) over the rows with a finite ``y``."""
     from .stats import mean_ci
@@ -740,41 +749,16 @@ def frontier_points(data: _Data, runs: pd.DataFrame) -> list[dict[str, Any]]:
                 sel = h[h["selected"]]
                 if sel.empty:
                     continue
-                x, y, ci, n = _mean_point(
-                    sel, sel["evals_total"] + sel["kernel_evals_total"], "test_nmse"
-                )
+                where = dict(panel=panel, method=method, k=k)
                 kernel = bool((sel["kernel_evals_total"].fillna(0) > 0).any())
-                out.append(
-                    dict(
-                        panel=panel,
-                        method=method,
-                        k=k,
-                        x=x,
-                        y=y,
-                        ci=ci,
-                        n=n,
-                        kernel=kernel,
-                        free_point=False,
-                    )
-                )
+                cost = sel["evals_total"] + sel["kernel_evals_total"]
+                out.append(_point(where, sel, cost, "test_nmse", kernel, free_point=False))
                 if not kernel or "test_evals_free" not in sel or "test_nmse_estimated" not in sel:
                     continue
                 est = h[h["selected_estimated"].astype(bool)] if "selected_estimated" in h else sel
                 if est["test_evals_free"].notna().any():
-                    x, y, ci, n = _mean_point(est, _free_cost(est), "test_nmse_estimated")
-                    out.append(
-                        dict(
-                            panel=panel,
-                            method=method,
-                            k=k,
-                            x=x,
-                            y=y,
-                            ci=ci,
-                            n=n,
-                            kernel=False,
-                            free_point=True,
-                        )
-                    )
+                    cost = _free_cost(est)
+                    out.append(_point(where, est, cost, "test_nmse_estimated", False, True))
     return [p for p in out if math.isfinite(p["x"]) and math.isfinite(p["y"]) and p["x"] > 0]
 
 

@@ -150,3 +150,16 @@ def bounded_work(max_calls: int) -> Iterator[list[int]]:
         sys.setprofile(None)
     if count[0] > max_calls:
         raise WorkExceeded(f"more than {max_calls} Python calls (the exception was caught)")
+
+
+def legends_inside(fig, name: str) -> int:
+    """Assert that every visible legend of ``fig`` (the figure's and its axes') lies inside the
+    figure's own box, half a pixel of slack; return how many there are."""
+    renderer, box = fig._get_renderer(), fig.bbox
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+    legends = [leg for leg in legends if leg is not None and leg.get_visible()]
+    for leg in legends:
+        e = leg.get_window_extent(renderer)
+        assert box.x0 - 0.5 <= e.x0 and e.x1 <= box.x1 + 0.5, (name, e, box)
+        assert box.y0 - 0.5 <= e.y0 and e.y1 <= box.y1 + 0.5, (name, e, box)
+    return len(legends)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import invoke, tiny_config, write_config
+from conftest import invoke, legends_inside, tiny_config, write_config
 from scipy import stats as st
 
 from ilnrun.learners import LEARNERS
@@ -204,13 +204,7 @@ def _frontier_legends_inside(d: Path, monkeypatch) -> dict[str, int]:
 
     def save_and_check(fig, path, **kw) -> None:
         save(fig, path, **kw)
-        renderer, box = fig._get_renderer(), fig.bbox
-        legends = [leg for leg in fig.legends if leg.get_visible()]
-        for leg in legends:
-            e = leg.get_window_extent(renderer)
-            assert box.x0 - 0.5 <= e.x0 and e.x1 <= box.x1 + 0.5, (path.name, e, box)
-            assert box.y0 - 0.5 <= e.y0 and e.y1 <= box.y1 + 0.5, (path.name, e, box)
-        checked[path.stem] = len(legends)
+        checked[path.stem] = legends_inside(fig, path.name)
 
     monkeypatch.setattr(plots, "save_figure_atomic", save_and_check)
     plots.plot_results(d, ["png"])
