@@ -79,7 +79,14 @@ def deferred() -> Iterator[None]:
     compilation and cache loading run in one: an exception raised there, between two calls
     into LLVM, left its JIT half built, and a later call of the same kernel crashed the
     process (a segmentation fault, status -11, in about 1 of 50 runs stopped by SIGINT while a
-    kernel was loaded from the cache)."""
+    kernel was loaded from the cache).
+
+    Every call from Python of a compiled kernel that takes a ``np.random.Generator`` runs in one
+    too (:func:`~ilnrun.learners.base.compiled_rounds` and the Algorithm-2 estimates): numba
+    unboxes the generator by calling the Python function ``ctypes.cast`` and does not check its
+    result (numba 0.6x, ``unbox_numpy_random_bitgenerator``), so a :class:`Stop` raised there
+    crashed the process (status -11, about 1 of 50 runs stopped by SIGINT during a pass;
+    ``tests/test_stopping_compiled.py`` makes the signal land there every time)."""
     _DEFERRED[0] += 1
     try:
         yield

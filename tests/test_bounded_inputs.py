@@ -293,7 +293,7 @@ def _start(cfg_path: Path, out: Path, jobs: str) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        env={**os.environ, "MPLBACKEND": "Agg", "PYTHONFAULTHANDLER": "1"},  # a crash says where
     )
 
 

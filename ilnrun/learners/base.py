@@ -20,6 +20,7 @@ import numpy as np
 from ..features import Coordinate, FeatureMap
 from ..params import Param
 from ..schedules import SCHEDULES, step_sizes
+from ..stopping import deferred
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
@@ -56,7 +57,8 @@ def compiled_rounds(
         t1 = T
         if deadline is not None:
             t1 = min(T, t + (1 if t == 0 else max(1, COMPILED_WORK_PER_CALL // round_cost(t))))
-        t = call(t, t1)
+        with deferred():  # a stop lands after the call, never in numba's unboxing of rng
+            t = call(t, t1)
         if diverged():
             break
     return t, False
@@ -214,7 +216,8 @@ class KernelExpansion:
         rows_per_chunk = max(1, chunk_pairs // m)
         for a in range(0, n, rows_per_chunk):
             counts = rng.multinomial(m, q, size=min(n, a + rows_per_chunk) - a)
-            kernels.chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out)
+            with deferred():  # see compiled_rounds
+                kernels.chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out)
         return out
 
     def estimate_coordinate(
