@@ -1,4 +1,4 @@
-"""The headline's "Shrinking Gradient against the best competitor" lines (docs/protocol.md §7.4):
+"""The headline's "Shrinking Gradient against the best competitor" lines (docs/protocol.md §7.3):
 per budget and protocol, the competitor with the lowest mean test NMSE at its validation-selected
 setting, and the proposed learner's paired test-loss ratio against it, read from the report's
 verdict tables (the same cells, intervals and Holm-adjusted words: no test is added)."""
