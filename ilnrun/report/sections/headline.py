@@ -296,9 +296,12 @@ def render(r: ReportData) -> list[str]:
                 )
     if "lemma5_max_ratio" in r.runs and r.runs["lemma5_max_ratio"].notna().any():
         ratio = r.runs["lemma5_max_ratio"].dropna()
+        held = (ratio <= 1).all()
         L.append(
-            f"- Lemma 5's bound on |α|₁ {'never failed' if (ratio <= 1).all() else 'failed'} "
-            f"({len(ratio)} passes checked after every round; largest |α|₁/bound = "
+            "- Implementation check, not a finding: Lemma 5's bound on |α|₁ holds for every "
+            "pass of the update by its proof, and "
+            + ("held" if held else f"**was exceeded in {(ratio > 1).sum()} passes (a bug)**")
+            + f" ({len(ratio)} passes checked after every round; largest |α|₁/bound = "
             f"{ratio.max():.3g})."
         )
     L.append("")
