@@ -411,8 +411,8 @@ def render(r: ReportData) -> list[str]:
             f"Checked after every round of every pass that records it ({len(ratio)} passes): "
             f"the largest ratio |α|₁ / bound was {ratio.max():.4g}; the bound "
             + (
-                "held in every pass. This checks the implementation, not the data: the proof "
-                "of Lemma 5 gives the bound for every pass of the update."
+                "was met in every pass. This checks the implementation, not the data: the "
+                "proof of Lemma 5 gives the bound for every pass of the update."
                 if (ratio <= 1).all()
                 else f"**failed in {(ratio > 1).sum()} passes**: the implementation departs "
                 "from the update Lemma 5 is proved for."
