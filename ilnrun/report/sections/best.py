@@ -51,30 +51,38 @@ def headline_lines(r: ReportData, protocol: dict[str, str]) -> list[str]:
                     continue
                 others = {best[0] for _, _, best in found}
                 one = len(others) == 1
+                ps = [cells[(subject, best[0], k)][i] for _, i, best in found]
+                paired = any(p["n"] for p in ps)  # else no cell pairs (e.g. an unbudgeted SG)
                 parts, words = [], []
-                for x, i, (other, v) in found:
-                    p = cells[(subject, other, k)][i]
+                for (x, _, (other, v)), p in zip(found, ps, strict=True):
                     own = r.mean_nmse(subject, k, x, mode)
                     where = f"{_x_text(r, x)}: " if _x_text(r, x) else ""
                     name = "" if one else f"{label(other)}, "
-                    parts.append(
-                        f"{where}{name}{ratio_cell(p, label(other))} (NMSE {_nmse(own)} against "
-                        f"{_nmse(v)})"
-                    )
+                    nmse = f"NMSE {_nmse(own)} against {_nmse(v)}"
+                    ratio = f"{ratio_cell(p, label(other))} ({nmse})" if paired else nmse
+                    parts.append(f"{where}{name}{ratio}")
                     words.append(ratio_word(p, short(subject)))
                 several = r.xa and len(found) > 1
                 if one:
                     other = label(next(iter(others)))
                     every = f" at every {r.xa}" if several else ""
                     who = f"{other}{every} (the lowest mean test NMSE at its selected setting)"
-                    ratio = f"{short(subject)}'s test loss over {other}'s"
+                    ratio = f"{short(subject)}'s test loss over {other}'s, paired by repetition"
                 else:
                     who = f"per {r.xa}, the competitor with the lowest mean test NMSE"
-                    ratio = f"{short(subject)}'s test loss over the competitor's"
+                    ratio = (
+                        f"{short(subject)}'s test loss over the competitor's, paired by repetition"
+                    )
+                ratio += f" (with {short(subject)}'s mean NMSE against the competitor's)"
+                if not paired:
+                    ratio = (
+                        "no repetition pairs the two (as in the verdict tables); "
+                        f"{short(subject)}'s mean NMSE against the competitor's"
+                    )
                 at = f" at k = {k}" if k is not None else ""
                 word = f": **{counted_verdict(words, r.xa)}**" if r.tested else ""
                 L.append(
                     f"- {label(subject)} against the best competitor{at}, {protocol[mode]}: "
-                    f"{who}; {ratio}, paired by repetition: {'; '.join(parts)}{word}."
+                    f"{who}; {ratio}: {'; '.join(parts)}{word}."
                 )
     return L
