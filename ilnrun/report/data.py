@@ -455,10 +455,13 @@ class ReportData:
 
     def grid_edges(self, method: str, k: int | None) -> list[Edge]:
         """:func:`grid_edges` of ``method``'s selected settings at budget ``k``."""
+        grid = self.cfg["methods"].get(method, {})
+        if not _numeric_grids(grid):
+            return []
         s = self.summary[self.summary["method"] == method]
         if k is not None and self.budgeted(method):
             s = s[s["dsgd_k"] == k]
-        return grid_edges(self.cfg["methods"].get(method, {}), s, self.xa)
+        return grid_edges(grid, s, self.xa)
 
     def edges_ok(self, method: str) -> dict[str, str]:
         """``methods.<method>.edges_ok``: why a selection at the edge of a parameter's grid is
