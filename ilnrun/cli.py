@@ -552,6 +552,10 @@ def list_() -> None:
         click.echo(f"  {name} ({spec.role}): {spec.summary}{size}")
         for p in spec.config_params:
             click.echo(f"      {p.describe()}")
+    click.echo(
+        "  every learner also takes edges_ok: a mapping parameter -> reason why a selection at "
+        "the edge of that parameter's grid is acceptable (named in the report; not a setting)"
+    )
     click.echo("feature maps (feature_map.kind):")
     for name, fmap in FEATURE_MAPS.items():
         kern = "closed-form kernel" if fmap.has_kernel else "no closed-form kernel"

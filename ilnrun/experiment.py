@@ -118,8 +118,9 @@ def _short(v: object, width: int = 60) -> str:
 
 
 def _numbers_part(cfg: dict) -> dict:
-    """The config without its free-text ``description`` and ``evaluation.select_on`` (which
-    change no number: a resume under another ``select_on`` only selects again); the default
+    """The config without its free-text ``description``, ``evaluation.select_on`` and each
+    learner's ``edges_ok`` (which change no number: a resume under another ``select_on`` only
+    selects again); the default
     ``engine: numpy`` is left out, so results written before the key existed still resume."""
     out = {
         k: v
@@ -128,6 +129,11 @@ def _numbers_part(cfg: dict) -> dict:
     }
     if isinstance(out.get("evaluation"), Mapping) and "select_on" in out["evaluation"]:
         out["evaluation"] = {k: v for k, v in out["evaluation"].items() if k != "select_on"}
+    if isinstance(out.get("methods"), Mapping):  # edges_ok: reasons, no number
+        out["methods"] = {
+            name: C.keys.grid_params(s) if isinstance(s, Mapping) else s
+            for name, s in out["methods"].items()
+        }
     return out
 
 

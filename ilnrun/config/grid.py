@@ -26,6 +26,7 @@ import numpy as np
 from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..params import NEVER, key_part
+from .keys import grid_params
 from .typed import Experiment
 
 
@@ -163,8 +164,11 @@ def data_identity(cfg: dict, setting: dict) -> dict | None:
 
 def method_grid(spec_name: str, params: dict) -> list[dict]:
     """Expand a method's hyperparameter lists into settings; keys a setting does not use (the
-    spec's ``unused``) are ``None`` and the duplicates this creates are dropped."""
+    spec's ``unused``) are ``None`` and the duplicates this creates are dropped. Keys that are
+    no parameter of a setting (``edges_ok``) are left out
+    (:func:`~ilnrun.config.keys.grid_params`)."""
     unused = LEARNERS[spec_name].unused
+    params = grid_params(params)
     keys = list(params)
     seen, out = set(), []
     for combo in itertools.product(*[as_list(params[k]) for k in keys]):

@@ -108,19 +108,62 @@ def check_select_on(raw: Any, methods: Mapping, problems: list) -> str | dict | 
     return None if mode in (None, SELECT_ON.default) else mode
 
 
+# ``methods.<learner>.edges_ok`` (docs/protocol.md §5.1): why a selection at the edge of a
+# parameter's grid is acceptable, a mapping parameter -> reason. It changes no number: never part
+# of a setting or a cell key (:func:`ilnrun.config.grid.method_grid` leaves it out), stored in the
+# resolved config only when given, and left out of what a resume compares.
+EDGES_OK = "edges_ok"
+
+
+def check_edges_ok(name: str, raw: Any, problems: list) -> dict[str, str] | None:
+    """``methods.<name>.edges_ok``: a mapping from parameters of learner ``name`` to non-empty
+    reason strings; ``None`` (nothing stored) when empty or invalid, with a problem naming the
+    key for every bad entry."""
+    path = f"methods.{name}.{EDGES_OK}"
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append(
+            (path, f"must be a mapping parameter -> reason (a string), got {show(raw)}")
+        )
+        return None
+    params = [p.name for p in LEARNERS[name].params]
+    out = {}
+    for param, reason in raw.items():
+        where = f"{path}.{key_text(param)}"
+        if param not in params:
+            problems.append(unknown(param, params, where, what=f"parameter of {name}"))
+        elif not isinstance(reason, str) or not reason.strip():
+            problems.append((where, f"must be a non-empty reason (a string), got {show(reason)}"))
+        else:
+            out[param] = reason.strip()
+    return out or None
+
+
 def check_method(name: str, raw: Any, problems: list) -> dict:
     """A learner's section; a learner with ``eta`` also takes ``eta_scale``
-    (docs/protocol.md §5.3), kept in the resolved config only when it is not ``none``."""
+    (docs/protocol.md §5.3), kept in the resolved config only when it is not ``none``; every
+    learner takes ``edges_ok`` (:func:`check_edges_ok`), kept only when given."""
     spec = LEARNERS[name]
     path = f"methods.{name}"
     has_eta = ETA_SCALE in spec.config_params
-    skip = ("eta_scale",) if has_eta else ()
+    skip = (("eta_scale",) if has_eta else ()) + (EDGES_OK,)
     out = check_section(raw, spec.params, path, problems, skip=skip)
     if has_eta and isinstance(raw, dict) and "eta_scale" in raw:
         scale = check_scalar(ETA_SCALE, raw["eta_scale"], f"{path}.eta_scale", problems)
         if scale is not None and scale != ETA_SCALE.default:
             out["eta_scale"] = scale
+    if isinstance(raw, dict) and EDGES_OK in raw:
+        edges_ok = check_edges_ok(name, raw[EDGES_OK], problems)
+        if edges_ok is not None:
+            out[EDGES_OK] = edges_ok
     return out
+
+
+def grid_params(params: Mapping) -> dict:
+    """A learner's resolved section without ``edges_ok``: the parameters its settings are
+    expanded from."""
+    return {k: v for k, v in params.items() if k != EDGES_OK}
 
 
 def add_select_on(raw_eval: Any, cfg: dict, problems: list) -> None:

@@ -162,7 +162,8 @@ class Experiment(Mapping):
     budget: BudgetConfig
     evaluation: EvaluationConfig
     limits: LimitsConfig
-    methods: Mapping  # learner name -> its resolved parameters (lists are grids)
+    methods: Mapping  # learner name -> its resolved parameters (lists are grids; edges_ok, when
+    # given, is a mapping parameter -> reason, no parameter: ilnrun.config.keys.grid_params)
     engine: str
     raw: dict
 

@@ -4,11 +4,13 @@ row selections and paired comparisons the sections share (docs/architecture.md �
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..config.keys import EDGES_OK
 from ..learners import LEARNERS, competitors
 from ..stats import (
     against_mean_counted,
@@ -170,6 +172,50 @@ def _numeric_grids(grid: dict) -> dict[str, list]:
             nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
             if len(nums) >= 3:
                 out[key] = nums
+    return out
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A selected value at the smallest or largest point of a parameter's grid: ``param``,
+    its ``value``, the ``side`` (``smallest`` / ``largest``) and the x values ``xs`` at which
+    it was selected (``[None]`` without an x axis)."""
+
+    param: str
+    value: float
+    side: str
+    xs: list
+
+    @property
+    def flag(self) -> str:
+        """``eta=0.03 (smallest of the grid)``."""
+        return f"{self.param}={self.value:g} ({self.side} of the grid)"
+
+
+def grid_edges(grid: dict, summary: pd.DataFrame, xa: str | None) -> list[Edge]:
+    """Every numeric hyperparameter of a learner's resolved section ``grid`` whose selected
+    value in the ``summary`` rows (one learner, one budget; one row per dataset setting, ``xa``
+    its x axis) is the smallest or largest of a grid of three or more values: the best value
+    may lie outside the grid (docs/protocol.md §5.1). Values are read from the selected
+    ``setting`` as written in the grid (under ``eta_scale: sqrt_T`` in units of 1/√T)."""
+    numeric = _numeric_grids(grid)
+    if not numeric:
+        return []
+    s = summary
+    xs = s[xa] if xa else [None] * len(s)
+    # the values as written (the setting), else the hyperparameter columns
+    written = s["setting"] if "setting" in s else [None] * len(s)
+    settings = [
+        (x, setting_values(st) if isinstance(st, str) else dict(row))
+        for x, st, (_, row) in zip(xs, written, s.iterrows(), strict=True)
+        if isinstance(st, str) or "setting" not in s
+    ]
+    out = []
+    for key, nums in numeric.items():
+        for v in sorted({min(nums), max(nums)}):
+            at = [x for x, h in settings if _same(h.get(key), v)]
+            if at:
+                out.append(Edge(key, v, "smallest" if v == min(nums) else "largest", at))
     return out
 
 
@@ -404,30 +450,23 @@ class ReportData:
 
     def edges_at(self, method: str, k: int | None) -> list[tuple[str, list]]:
         """:meth:`edges` with the x values (e.g. each ``T`` of a T sweep) at which each flagged
-        value was selected (docs/protocol.md §5.1). Values are read from the selected
-        ``setting`` as written in the grid (under ``eta_scale: sqrt_T`` in units of 1/√T)."""
-        numeric = _numeric_grids(self.cfg["methods"].get(method, {}))
-        if not numeric:
+        value was selected (docs/protocol.md §5.1)."""
+        return [(e.flag, e.xs) for e in self.grid_edges(method, k)]
+
+    def grid_edges(self, method: str, k: int | None) -> list[Edge]:
+        """:func:`grid_edges` of ``method``'s selected settings at budget ``k``."""
+        grid = self.cfg["methods"].get(method, {})
+        if not _numeric_grids(grid):
             return []
         s = self.summary[self.summary["method"] == method]
         if k is not None and self.budgeted(method):
             s = s[s["dsgd_k"] == k]
-        xs = s[self.xa] if self.xa else [None] * len(s)
-        # the values as written (the setting), else the hyperparameter columns
-        written = s["setting"] if "setting" in s else [None] * len(s)
-        settings = [
-            (x, setting_values(st) if isinstance(st, str) else dict(row))
-            for x, st, (_, row) in zip(xs, written, s.iterrows(), strict=True)
-            if isinstance(st, str) or "setting" not in s
-        ]
-        out = []
-        for key, nums in numeric.items():
-            for v in sorted({min(nums), max(nums)}):
-                xs = [x for x, h in settings if _same(h.get(key), v)]
-                if xs:
-                    side = "smallest" if v == min(nums) else "largest"
-                    out.append((f"{key}={v:g} ({side} of the grid)", xs))
-        return out
+        return grid_edges(grid, s, self.xa)
+
+    def edges_ok(self, method: str) -> dict[str, str]:
+        """``methods.<method>.edges_ok``: why a selection at the edge of a parameter's grid is
+        acceptable, per parameter (empty when the config gives no reason)."""
+        return dict(self.cfg["methods"].get(method, {}).get(EDGES_OK) or {})
 
     def verdict_plan(self) -> list[tuple[str, str, str | None]]:
         """``(mode, metric, by)`` of every verdict table the report shows: comparisons 1 and 2
@@ -505,6 +544,35 @@ class ReportData:
             (s, o, k, ps, counted_verdict([ratio_word(p, short(s)) for p in ps], self.xa))
             for s, o, k, ps in rows
         ]
+
+    def mean_nmse(self, method: str, k: int | None, x: Any, mode: str | None = None) -> float:
+        """The mean test NMSE over repetitions of ``method``'s selected setting at (k, x) in the
+        runs of protocol ``mode`` (:meth:`view`; for the proposed learner without the kernel its
+        Algorithm-2 ``test_nmse_estimated``); a learner whose NMSE that view does not carry (a
+        feature learner scored on the Algorithm-2 points) by its rows as written: its selection
+        is the same in both views. ``inf`` when a repetition diverged, NaN without rows."""
+        keys = self.keys(k if self.budgeted(method) else None, x)
+        for runs in (self.view(mode), self.runs):
+            rows = pick(runs, method, keys, None) if runs is not None else None
+            if rows is not None and "test_nmse" in rows and rows["test_nmse"].notna().any():
+                return float(rows["test_nmse"].mean())
+        return math.nan
+
+    def best_competitor(
+        self, subject: str, k: int | None, x: Any, mode: str
+    ) -> tuple[str, float] | None:
+        """The competitor of ``subject`` in the verdicts of ``mode`` (:meth:`compared_in`) with
+        the lowest mean test NMSE (:meth:`mean_nmse`) of its validation-selected setting at
+        budget ``k`` and x value ``x``, with that NMSE; ``None`` when no competitor has one."""
+        nmse = {
+            o: v
+            for o in self.compared_in(mode)
+            if o != subject and not math.isnan(v := self.mean_nmse(o, k, x, mode))
+        }
+        if not nmse:
+            return None
+        best = min(nmse, key=nmse.__getitem__)  # the first of equals, in registry order
+        return best, nmse[best]
 
     def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
         """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their

@@ -9,14 +9,17 @@ NO_PARAMS = "(no parameters)"
 
 def edge_text(r: ReportData, m: str, k: int | None) -> str:
     """The grid-edge flags of a learner and budget, each with the x values where it was
-    selected when the experiment has an x axis (per T in a T sweep)."""
+    selected when the experiment has an x axis (per T in a T sweep), and the config's reason
+    why that edge is acceptable where it gives one (``methods.<m>.edges_ok``)."""
     parts = []
-    for flag, xs in r.edges_at(m, k):
+    ok = r.edges_ok(m)
+    for e in r.grid_edges(m, k):
         where = ""
-        if r.xa and xs:
-            values = ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in xs)
+        if r.xa and e.xs:
+            values = ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in e.xs)
             where = f" at {r.xa} = {values}"
-        parts.append(flag + where)
+        reason = f" (accepted by the config's `edges_ok`: {ok[e.param]})" if e.param in ok else ""
+        parts.append(e.flag + where + reason)
     return "; ".join(parts) or "—"
 
 

@@ -7,6 +7,7 @@ from itertools import product
 
 from ...budget import derive
 from ...cell import DIVERGED_FACTOR
+from ...config.keys import EDGES_OK, grid_params
 from ...config.schema import data_lines
 from ...datasets import DATASETS
 from ...features import FEATURE_MAPS
@@ -95,6 +96,8 @@ def grid_lines(method: str, params: dict, Ts: list[int]) -> list[str]:
     as unused), then the learner's own notes on what it derives per T (the theory preset's
     ``eta = B/√T`` and ``m``)."""
     spec = LEARNERS[method]
+    edges_ok = params.get(EDGES_OK) or {}
+    params = grid_params(params)
     lists = {k: v if isinstance(v, list) else [v] for k, v in params.items()}
     settings = [dict(zip(lists, combo, strict=True)) for combo in product(*lists.values())]
     unused = set.intersection(*(set(spec.unused(h)) for h in settings)) if settings else set()
@@ -108,6 +111,10 @@ def grid_lines(method: str, params: dict, Ts: list[int]) -> list[str]:
         L.append(f"    - eta in units of 1/√T (`eta_scale: sqrt_T`), step sizes {per_T}")
     if spec.notes is not None:
         L += [f"    - {note}" for note in spec.notes(settings, Ts)]
+    L += [
+        f"    - a selection at the edge of the {k} grid is accepted (`edges_ok`): {why}"
+        for k, why in edges_ok.items()
+    ]
     return L
 
 
