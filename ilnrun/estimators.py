@@ -264,6 +264,8 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         """The learner's ``fit`` keywords, as the runner makes them (``spec.fit_arguments``)."""
         spec = self._spec
         h = {p.name: _cast(p, getattr(self, p.name)) for p in self._learner_params}
+        for key, msg in spec.check(h) if spec.check is not None else ():
+            raise ValueError(f"The {key!r} parameter of {type(self).__name__} {msg}")
         for key in spec.unused(h):
             if key in h:
                 h[key] = None

@@ -238,3 +238,12 @@ def test_estimator_average_is_the_learners_own():
     )
     np.testing.assert_array_equal(a.predictor_.coef, direct.predictor.coef)
     assert not np.array_equal(a.predict(X_test), f.predict(X_test))
+
+
+def test_estimator_refuses_theta_nu_outside_the_theorems():
+    from ilnrun.estimators import DoublySGDRegressor
+
+    X, y, _ = _problem(T=20)
+    est = DoublySGDRegressor(2, preset="dai", theta_nu=2.5, feature_map="fourier")
+    with pytest.raises(ValueError, match="'theta_nu'.*Theorem 4"):
+        est.fit(X, y)

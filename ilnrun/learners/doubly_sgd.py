@@ -404,8 +404,8 @@ SPEC = LearnerSpec(
         expected=lambda k, T: {"train_evals": k * T * (T + 1) // 2, "features_sampled": k * T},
         doc="random features drawn per round",
     ),
-    # every drawn feature is kept: k T parameters and coefficients
-    memory=lambda k, T, w: 8 * (k * T * (w + 2) + 2 * T),
+    # every drawn feature is kept: k T parameters, coefficients and coefficients as appended
+    memory=lambda k, T, w: 8 * (k * T * (w + 3) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)

@@ -195,7 +195,7 @@ SPEC = LearnerSpec(
     exact_online_loss=lambda res, K, y: float(np.sum(res.losses)),
     # a block of BLOCK kernel rows and the map's temporaries while it is formed (measured peak
     # RSS with relu: 7.1 blocks at T = 40 000)
-    memory=lambda size, T, w: 8 * (7 * BLOCK * T + 3 * T),
+    memory=lambda size, T, w: 8 * (7 * BLOCK * T + 5 * T),
     engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
     seconds=lambda size, T, w, args, kv: 2e-5 * T + T * (T - 1) // 2 * kv,
 )
