@@ -153,9 +153,10 @@ def _tiny(average) -> dict:
 
 def test_cli_average_grid_end_to_end(tmp_path):
     """``average: [false, true]`` for the three learners: the ``false`` rows are the rows of the
-    config without the key (cell ids, settings and numbers); the ``true`` rows add one setting
-    each (its own cell, so its own draws), with the same training and test costs; Shrinking
-    Gradient's averaged rows test the expansion its ``test_loss_avg`` column scores."""
+    config without the key (cell ids, settings and numbers); the ``true`` rows add one cell per
+    setting, seeded like its ``false`` twin: the same pass (online loss, evaluations), another
+    predictor; Shrinking Gradient's averaged rows test the expansion its ``test_loss_avg``
+    column scores, with the same draws."""
     cols = ["cell_id", "setting", "online_loss", "train_evals", "val_loss", "test_nmse"]
     frames = {}
     for label, average in (("without", None), ("grid", [False, True])):
@@ -176,15 +177,18 @@ def test_cli_average_grid_end_to_end(tmp_path):
     both = pairs.merge(plain, on=["method", "setting"], suffixes=("_A", ""))
     assert len(both) == len(averaged)
     assert not set(both["cell_id_A"]) & set(both["cell_id"])
-    np.testing.assert_array_equal(both["train_evals_A"], both["train_evals"])
+    for col in ("train_evals", "online_loss", "features_sampled", "shrinks"):
+        np.testing.assert_array_equal(both[f"{col}_A"], both[col])
+    assert (both["test_nmse_A"] != both["test_nmse"]).all()
     # the same support, less the last round's terms (weight 0: f_{T+1} is not averaged), which
     # an expansion on stored inputs does not evaluate
     kernel = both["method"] != "doubly_sgd"
     np.testing.assert_array_equal(both["test_evals_A"][~kernel], both["test_evals"][~kernel])
     np.testing.assert_array_equal(both["test_evals_A"][kernel], both["test_evals"][kernel] - 1)
     assert both["test_nmse_A"].notna().all() and not both["diverged_A"].any()
-    sg = averaged[averaged["method"] == "shrinking_gradient"]
-    np.testing.assert_allclose(sg["test_loss"], sg["test_loss_avg"], rtol=1e-12, atol=0)
+    sg = both[both["method"] == "shrinking_gradient"]
+    np.testing.assert_allclose(sg["test_loss_A"], sg["test_loss_avg"], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(sg["test_loss_avg_A"], sg["test_loss_avg"])
 
 
 def test_validate_shows_average_and_refuses_bad_values(tmp_path):

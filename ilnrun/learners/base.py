@@ -420,6 +420,11 @@ AVERAGE = Param(
 )
 
 
+# Parameters that choose which predictor a pass returns, not what it draws: left out of a cell's
+# seed (``Cell.seed_key``), so that the twin settings make the same pass.
+SEED_FREE = frozenset({AVERAGE.name})
+
+
 def average_unused(h: dict) -> set[str]:
     """``{"average"}`` when a setting does not average (so that it reads as before the key)."""
     return set() if h.get("average") else {"average"}
