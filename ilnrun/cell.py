@@ -173,7 +173,7 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
 def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
     """``(fit, evaluation)``: the two children of the cell's seed sequence under the root
     ``seed``."""
-    fit_ss, eval_ss = seed_sequence(seed, cell.key).spawn(2)
+    fit_ss, eval_ss = seed_sequence(seed, cell.seed_key).spawn(2)
     return fit_ss, eval_ss
 
 
@@ -181,7 +181,7 @@ def validation_seed(seed: int, cell: Cell) -> np.random.SeedSequence:
     """The seed of ``val_loss_estimated``'s Algorithm-2 samples: the third child of the cell's
     seed sequence (the first two, :func:`seeds`, are those of every other column, which it
     leaves as they were)."""
-    return seed_sequence(seed, cell.key).spawn(3)[2]
+    return seed_sequence(seed, cell.seed_key).spawn(3)[2]
 
 
 NUMERIC_ERRORS = (
@@ -257,7 +257,7 @@ def sweep_column(m: int) -> str:
 def sweep_seed(seed: int, cell: Cell, m: int) -> np.random.SeedSequence:
     """The seed of ``test_nmse_estimated_m<m>``'s Algorithm-2 samples: the cell's key with the
     ``m`` of the column (independent of every other column and of the other ``m``)."""
-    return seed_sequence(seed, {**cell.key, "m_test_sweep": int(m)})
+    return seed_sequence(seed, {**cell.seed_key, "m_test_sweep": int(m)})
 
 
 def m_test(evaluation: EvaluationConfig, p: CellPlan) -> int:

@@ -397,7 +397,7 @@ class LoadedCell:
     @property
     def seed(self) -> np.random.SeedSequence:
         """The cell's seed sequence ``SeedSequence(seed, spawn_key=H(cell key))``."""
-        return seed_sequence(self.config.seed, self.key.key)
+        return seed_sequence(self.config.seed, self.key.seed_key)
 
     @property
     def feature_map(self):

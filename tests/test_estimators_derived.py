@@ -155,8 +155,8 @@ def test_default_feature_map_is_fourier_and_warns():
 
 def test_refusals_name_the_problem():
     X, y = _data()
-    with pytest.raises(ValueError, match="average=True: Doubly SGD returns no averaged"):
-        E.DoublySGDRegressor(average=True, feature_map=KERNEL_MAP).fit(X, y)
+    with pytest.raises(ValueError, match="average=True: Kernel ridge regression .* returns no"):
+        E.KernelRidgeRegressor(average=True, feature_map=KERNEL_MAP).fit(X, y)
     with pytest.raises(ValueError, match="no parameter\\(s\\) \\['rnak'\\]"):
         E.make_estimator("nystroem_ridge", {"rnak": 3})
     with pytest.raises(ValueError, match="takes no budget size"):

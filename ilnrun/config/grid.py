@@ -1,7 +1,8 @@
 """The cells of a resolved config, their keys and seeds (docs/architecture.md §2).
 
 A cell is one (dataset setting, repetition, learner, hyperparameter setting[, budget]). Its
-**key** identifies it and seeds it; the key depends only on the resolved config: hyperparameters
+**key** identifies it and seeds it (less ``average``, which chooses the predictor a pass returns,
+not its draws: :attr:`Cell.seed_key`); the key depends only on the resolved config: hyperparameters
 that a setting does not use (``None``) and values equal to their parameter's frozen ``key_omit``
 are left out (see :class:`ilnrun.params.Param`), so adding an optional parameter with a
 ``key_omit`` equal to its introduced default changes no existing cell, and changing a default in
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..datasets import DATASETS
 from ..learners import LEARNERS
+from ..learners.base import SEED_FREE
 from ..params import NEVER, key_part
 from .keys import grid_params
 from .typed import Experiment
@@ -73,6 +75,17 @@ class Cell:
         hyper = key_part(LEARNERS[self.method].params, self.hyper)
         # the budget's entry keeps the YAML key's name: cell identities never move
         return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.per_round}
+
+    @property
+    def seed_key(self) -> dict:
+        """What seeds the cell: its key without the parameters that choose which predictor a
+        pass returns, not what it draws (``SEED_FREE``: ``average``), so that an averaged cell
+        makes the draws, pass and online losses of its ``average: false`` twin (equal to
+        :attr:`key` for every cell that does not set them)."""
+        key = self.key
+        if not SEED_FREE & key["hyper"].keys():
+            return key
+        return {**key, "hyper": {k: v for k, v in key["hyper"].items() if k not in SEED_FREE}}
 
     @cached_property
     def id(self) -> str:

@@ -282,7 +282,10 @@ def resolve(
                     unknown(mname, LEARNERS, f"methods.{key_text(mname)}", what="learner")
                 )
                 continue
-            cfg["methods"][mname] = check_method(mname, mraw, problems)
+            cfg["methods"][mname] = section = check_method(mname, mraw, problems)
+            if LEARNERS[mname].check is not None:
+                found = LEARNERS[mname].check(section)
+                problems += [(f"methods.{mname}.{key}", msg) for key, msg in found]
     add_select_on(raw_eval, cfg, problems)
     add_evaluation_keys(raw_eval, cfg, problems)
     if not problems:
@@ -412,11 +415,21 @@ def _engine_checks(cfg: dict, problems: list) -> None:
     """``engine: jax`` (or ``--engine jax``) needs the feature map's jax twin when a configured
     learner has a jax pass (the passes draw and evaluate features with it): a map without one is
     refused, named. A learner without a jax pass is not refused: it runs its numpy ``fit``
-    (docs/architecture.md §8)."""
+    (docs/architecture.md §8). The jax passes return the final predictor only: ``average:
+    true`` is refused there, named."""
     if engine_of(cfg) != "jax":
         return
     fm = cfg["feature_map"]["kind"]
     with_pass = [n for n in cfg["methods"] if "jax" in LEARNERS[n].engines]
+    for n in with_pass:
+        if True in _as_list(cfg["methods"][n].get("average")):
+            problems.append(
+                (
+                    f"methods.{n}.average",
+                    "true is not implemented on the jax engine (its passes return the final "
+                    "predictor only); use engine: numpy (--engine numpy)",
+                )
+            )
     if with_pass and not has_jax_twin(FEATURE_MAPS[fm]):
         problems.append(
             (

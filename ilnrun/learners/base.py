@@ -408,6 +408,31 @@ def step_unused(h: dict) -> set[str]:
     return set() if h.get("schedule") == "inv" else {"decay"}
 
 
+# ``average`` of every online learner (docs/algorithms.md §0.5): the pass returns the averaged
+# iterate ``fbar = (1/T) sum_{t=1..T} f_t`` (Corollary 1 of the ILN paper; f_t the predictor of
+# round t, f_1 = 0) instead of the final one. The online pass, its losses and the support of the
+# predictor are unchanged. ``false`` counts as unused (:func:`average_unused`), so that a setting
+# without it keeps its cell, ``setting`` label and columns.
+AVERAGE = Param(
+    "average",
+    "bool",
+    False,
+    "return the averaged iterate fbar = (1/T) sum_t f_t (the predictors of rounds 1..T; "
+    "Corollary 1) instead of the final predictor",
+    key_omit=False,
+)
+
+
+# Parameters that choose which predictor a pass returns, not what it draws: left out of a cell's
+# seed (``Cell.seed_key``), so that the twin settings make the same pass.
+SEED_FREE = frozenset({AVERAGE.name})
+
+
+def average_unused(h: dict) -> set[str]:
+    """``{"average"}`` when a setting does not average (so that it reads as before the key)."""
+    return set() if h.get("average") else {"average"}
+
+
 @dataclass(frozen=True)
 class BudgetSize:
     """How a budgeted learner spends the matched budget (docs/budgets.md §4).
@@ -507,6 +532,10 @@ class LearnerSpec:
       where they differ from the config's: a config key's default is frozen by the committed
       runs' numbers, while an estimator fitted with no tuning needs settings that learn in one
       pass over a few hundred rows (scikit-learn's own checks fit 200).
+    - ``check(section)``: problems of a resolved ``methods.<name>`` section that its keys'
+      declared ranges cannot state, as ``(key, message)`` (``key`` relative to the section,
+      ``theta_nu[1]`` for the second value of a list); ``ilnrun validate`` and ``run`` refuse
+      them (exit 2).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -537,6 +566,7 @@ class LearnerSpec:
     estimated_test: bool = False
     seconds: Callable[..., float] | None = None
     estimator_defaults: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[dict], list[tuple[str, str]]] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

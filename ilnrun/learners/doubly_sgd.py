@@ -11,13 +11,17 @@ Round t (``gamma_t`` is the config's ``eta`` under its schedule):
 The ``dai`` preset (docs/algorithms.md §2.5) is the ILN paper's reading of Dai et al. (its
 Section 4): for a target excess risk ``epsilon`` over the best ``f`` with ``|f|_H <= B``, the
 regularisation ``nu = epsilon / B^2`` and Dai's step sizes ``gamma_t = theta / t`` with
-``theta nu = theta_nu`` in ``(1, 2)`` (Theorem 4), i.e. ``theta = theta_nu / nu``; with ``cap`` set,
-``gamma_t = theta / (t + theta / cap)`` (at most ``cap``: the ``inv`` schedule with ``eta = cap``
-and ``decay = cap / theta``), the same ``theta / t`` for ``t >> theta / cap``.
+``theta nu = theta_nu`` in ``(1, 2)`` (Theorem 4 only) or a positive integer (Theorems 4, 5
+and 6; anything else is refused, :func:`theta_nu_problem`), i.e. ``theta = theta_nu / nu``; with
+``cap`` set, ``gamma_t = theta / (t + theta / cap)`` (at most ``cap``: the ``inv`` schedule with
+``eta = cap`` and ``decay = cap / theta``), the same ``theta / t`` for ``t >> theta / cap``.
 
 Round t spends ``k (t - 1)`` evaluations on earlier features plus ``k`` on its own, so a pass
 spends ``k T (T + 1) / 2``. The decay is a global scale (``alpha = s * c``), not a loop, and the
 earlier features are evaluated on ``x_t`` in one vectorized gather.
+
+``average=True`` returns the averaged iterate ``fbar = (1/T) sum_{t=1..T} f_t`` on the same
+``k T`` features (:func:`averaged_coef`); the pass itself is unchanged.
 """
 
 from __future__ import annotations
@@ -28,18 +32,21 @@ from ..features import FeatureMap
 from ..params import Param
 from ..schedules import step_sizes
 from .base import (
+    AVERAGE,
     STEP_PARAMS,
     BudgetSize,
     FeatureExpansion,
     FitResult,
     LearnerSpec,
     OnlinePass,
+    average_unused,
     compiled_rounds,
     new_counters,
     step_unused,
 )
 from .compiled import RF_CHECKS
 from .compiled import available as compiled_available
+from .shrinking_gradient import iterate_weights
 
 RESCALE_BELOW = 1e-150
 
@@ -55,6 +62,7 @@ def fit(
     nu: float = 0.0,
     schedule: str = "constant",
     decay: float | None = None,
+    average: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round.
@@ -62,7 +70,8 @@ def fit(
     Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
     and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
     draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
-    kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, deadline=deadline)
+    kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average)
+    kw.update(deadline=deadline)
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
@@ -81,6 +90,7 @@ def fit_compiled(
     nu: float = 0.0,
     schedule: str = "constant",
     decay: float | None = None,
+    average: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
@@ -94,7 +104,8 @@ def fit_compiled(
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
     W, b = kernels.stored(fmap, kind, k * T)
-    c, psi, losses = np.zeros(k * T), np.empty(k * T), np.empty(T)
+    c, appended = np.zeros(k * T), np.zeros(k * T)
+    psi, losses = np.empty(k * T), np.empty(T)
     state = np.array([1.0, 2.0])  # s, the exponent of the loss
     counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
     sigma = float(getattr(fmap, "sigma", 1.0))
@@ -103,7 +114,7 @@ def fit_compiled(
         T, deadline, lambda t: k * (t + 1),
         lambda t, t1: kernels.dsgd_rounds(
             t, t1, X, yv, etas, sigma, k, float(nu), RESCALE_BELOW, rng,
-            W, b, c, psi, losses, state, counts,
+            W, b, c, appended, psi, losses, state, counts,
         ),
         lambda: bool(counts[2]),
     )  # fmt: skip
@@ -111,9 +122,10 @@ def fit_compiled(
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))
     n_feat = k * (t - diverged)
-    predictor = FeatureExpansion(
-        kernels.joined(W, b, kind, n_feat), float(state[0]) * c[:n_feat], fmap
-    )
+    coef = float(state[0]) * c[:n_feat]
+    if average:
+        coef = averaged_coef(appended[:n_feat], etas, nu, k, t)
+    predictor = FeatureExpansion(kernels.joined(W, b, kind, n_feat), coef, fmap)
     return FitResult(predictor, losses[:t], counters, diverged, timed_out)
 
 
@@ -128,6 +140,7 @@ def fit_numpy(
     nu: float = 0.0,
     schedule: str = "constant",
     decay: float | None = None,
+    average: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round, in numpy (the
@@ -136,6 +149,7 @@ def fit_numpy(
     T, gammas = run.T, run.etas
     W = None  # stored omegas, allocated on the first draw (shape depends on the map)
     c = np.zeros(k * T)  # alpha = s * c
+    appended = np.zeros(k * T)  # alpha_{t,j} as appended at round t (the averaged iterate)
     s = 1.0
     train_evals = features_sampled = 0  # counted in the loop (docs/budgets.md)
     point, sample = fmap.point, fmap.sample
@@ -162,6 +176,7 @@ def fit_numpy(
         psi_new *= -gammas[t] * (f_t - y_t)
         if k != 1:  # (x / 1 is x exactly: skipping it changes no bit)
             psi_new /= k
+        appended[n_old : n_old + k] = psi_new
         factor = 1.0 - gammas[t] * nu
         if factor > 0.0:
             s *= factor
@@ -178,12 +193,36 @@ def fit_numpy(
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     n_feat = k * (len(run.losses) - run.diverged)
-    return run.result(FeatureExpansion(W[:n_feat], s * c[:n_feat], fmap), counters)
+    coef = s * c[:n_feat]
+    if average:
+        coef = averaged_coef(appended[:n_feat], gammas, nu, k, len(run.losses))
+    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
+
+
+def averaged_coef(
+    appended: np.ndarray, gammas: np.ndarray, nu: float, k: int, n: int
+) -> np.ndarray:
+    """The coefficients of the averaged iterate ``fbar = (1/n) sum_{r<n} f_r`` over the ``n``
+    rounds played (``f_r`` the predictor of round r, ``f_0 = 0``; Shrinking Gradient's
+    definition, Corollary 1 of the ILN paper), on the same features as the final predictor.
+
+    Round r appends ``alpha_{r,.}`` (``appended``, as computed in its round) and multiplies the
+    earlier coefficients by ``1 - gamma_r nu`` (Algorithm 1, line 6), so
+    ``f_{r+1} = (1 - gamma_r nu) f_r + sum_j alpha_{r,j} psi(.; omega_{r,j})`` and ``fbar``'s
+    coefficient of ``omega_{i,j}`` is ``alpha_{i,j} g_i`` with the weights ``g_i`` of
+    :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` (built from the factors, never
+    divided by their products: a factor may be <= 0 in early rounds of the ``dai`` preset,
+    ``gamma_1 nu = theta_nu``)."""
+    if n == 0:
+        return appended
+    g = iterate_weights(1.0 - np.asarray(gammas[: n - 1], dtype=float) * nu)
+    return appended * np.repeat(g[: len(appended) // k], k)
 
 
 def _agrees(kind: int) -> bool:
     """Small passes, compiled and numpy, equal bit for bit: one and three features a round,
-    with and without the decay (this build's BLAS ``ddot`` / ``gemv`` and cosine)."""
+    with and without the decay, final and averaged (this build's BLAS ``ddot`` / ``gemv`` and
+    cosine)."""
     from . import random_feature_kernels as kernels
 
     probe = np.random.default_rng(20261123)
@@ -191,8 +230,9 @@ def _agrees(kind: int) -> bool:
     X = probe.standard_normal((90, D)) / 3.0
     y = np.tanh(X[:, 0] + X[:, 1])
     fmap = kernels.probe_map(kind, D)
-    for k, nu, schedule in ((1, 0.0, "constant"), (3, 0.3, "inv_sqrt")):
-        kw = dict(eta=0.4, k=k, nu=nu, schedule=schedule)
+    cases = ((1, 0.0, "constant", False), (3, 0.3, "inv_sqrt", False), (3, 0.3, "inv_sqrt", True))
+    for k, nu, schedule, average in cases:
+        kw = dict(eta=0.4, k=k, nu=nu, schedule=schedule, average=average)
         r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)
         r1 = fit_compiled(X, y, fmap, np.random.default_rng(1), **kw)
         if not (
@@ -245,7 +285,8 @@ PARAMS = (
         "theta_nu",
         "float",
         1.5,
-        "dai preset: theta nu, in (1, 2) or a positive integer (Dai et al. Theorem 4)",
+        "dai preset: theta nu, in (1, 2) (Dai et al. Theorem 4 only) or a positive integer "
+        "(Theorems 4, 5 and 6)",
         min=1,
         key_omit=1.5,
     ),
@@ -259,7 +300,33 @@ PARAMS = (
         special=(None,),
         key_omit=None,
     ),
+    AVERAGE,
 )
+
+
+def theta_nu_problem(theta_nu: float) -> str | None:
+    """Why ``theta_nu`` lies outside Dai et al.'s theorems, or ``None``: Theorem 4 (convergence
+    in expectation) asks for ``theta nu in (1, 2) u Z+``, Theorem 5 (with high probability) for
+    ``theta nu in Z+``, and Theorem 6 (generalization) uses Theorem 5's constants."""
+    if 1.0 < theta_nu < 2.0 or (theta_nu >= 1.0 and float(theta_nu).is_integer()):
+        return None
+    return (
+        f"must be in (1, 2) (Dai et al. Theorem 4 allows theta nu in (1, 2) u Z+) or a positive "
+        f"integer (Theorems 5 and 6 need theta nu in Z+), got {theta_nu!r}"
+    )
+
+
+def _check(section: dict) -> list[tuple[str, str]]:
+    """``theta_nu`` (each value of a list) must be one Dai et al.'s theorems allow
+    (:func:`theta_nu_problem`)."""
+    v = section.get("theta_nu")
+    values = v if isinstance(v, list) else [v]
+    out = []
+    for i, x in enumerate(values):
+        why = None if x is None else theta_nu_problem(x)
+        if why is not None:
+            out.append((f"theta_nu[{i}]" if isinstance(v, list) else "theta_nu", why))
+    return out
 
 
 def dai_steps(epsilon: float, B: float, theta_nu: float, cap: float | None) -> dict:
@@ -276,10 +343,10 @@ def dai_steps(epsilon: float, B: float, theta_nu: float, cap: float | None) -> d
 def _unused(h: dict) -> set[str]:
     """Under ``dai`` the step parameters and ``nu`` are derived; otherwise the preset's own
     parameters are unused, and so is ``preset`` itself (a ``grid`` setting reads as it did
-    before the preset existed: same ``setting`` string and columns)."""
+    before the preset existed: same ``setting`` string and columns); ``average: false`` too."""
     if h.get("preset") == "dai":
-        return {"eta", "schedule", "decay", "nu"}
-    return step_unused(h) | set(DAI_ONLY) | {"preset"}
+        return {"eta", "schedule", "decay", "nu"} | average_unused(h)
+    return step_unused(h) | set(DAI_ONLY) | {"preset"} | average_unused(h)
 
 
 def _arguments(h: dict, k: int | None, T: int) -> dict:
@@ -325,6 +392,7 @@ SPEC = LearnerSpec(
     unused=_unused,
     arguments=_arguments,
     notes=_notes,
+    check=_check,
     budget=BudgetSize(
         "k",
         # round t evaluates the k (t - 1) earlier features and its k new ones on x_t
@@ -336,8 +404,8 @@ SPEC = LearnerSpec(
         expected=lambda k, T: {"train_evals": k * T * (T + 1) // 2, "features_sampled": k * T},
         doc="random features drawn per round",
     ),
-    # every drawn feature is kept: k T parameters and coefficients
-    memory=lambda k, T, w: 8 * (k * T * (w + 2) + 2 * T),
+    # every drawn feature is kept: k T parameters, coefficients and coefficients as appended
+    memory=lambda k, T, w: 8 * (k * T * (w + 3) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)

@@ -32,15 +32,17 @@ from ..features import FeatureMap
 from ..params import Param
 from ..theory import primal_evaluation
 from .base import (
+    AVERAGE,
     STEP_PARAMS,
     FitResult,
     KernelExpansion,
     LearnerSpec,
     OnlinePass,
+    average_unused,
     new_counters,
     step_unused,
 )
-from .shrinking_gradient import SHRINK_BOUND, theorem1_eta
+from .shrinking_gradient import SHRINK_BOUND, iterate_weights, theorem1_eta
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 
@@ -56,14 +58,21 @@ def fit(
     decay: float | None = None,
     B: float = 1.0,
     shrink: bool = False,
+    average: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of kernel OGD on the squared loss; with ``shrink``, SG's rule: a round
-    whose prediction has ``|yhat_t| >= 16 B`` divides ``alpha`` by 4 and takes no step."""
+    whose prediction has ``|yhat_t| >= 16 B`` divides ``alpha`` by 4 and takes no step. With
+    ``average``, the predictor returned is the averaged iterate ``fbar = (1/n) sum_{t<n} f_t``
+    over the ``n`` rounds played (Shrinking Gradient's, Corollary 1): ``alpha_t`` as appended
+    times :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` of the rounds' factors
+    (1, or 1/4 in a round that shrinks)."""
     run = OnlinePass(y, eta, schedule, decay, deadline)
     T, etas = run.T, run.etas
     threshold = SHRINK_BOUND * B if shrink else math.inf
     alpha = np.zeros(T)
+    appended = np.zeros(T)  # alpha_t as appended at round t (the averaged iterate)
+    factors = np.ones(T)  # what round t multiplies the earlier alpha by (1/4 if it shrinks)
     counters = new_counters()
     K = None
     primal = fmap.primal(X) if primal_evaluation(fmap, T) else None
@@ -84,12 +93,17 @@ def fit(
             break
         if abs(yhat) < threshold:
             alpha[t] = etas[t] * (run.y[t] - yhat)
+            appended[t] = alpha[t]
         else:  # shrink: alpha <- alpha / 4 (exact in floating point), no step
             alpha[:t] /= 4.0
+            factors[t] = 0.25
             if v is not None:
                 v /= 4.0
             counters["shrinks"] += 1
-    return run.result(KernelExpansion(alpha[: len(run.losses)]), counters)
+    n = len(run.losses)
+    if average and n:
+        alpha = appended[:n] * iterate_weights(factors[: n - 1])
+    return run.result(KernelExpansion(alpha[:n]), counters)
 
 
 PARAMS = (
@@ -121,14 +135,15 @@ PARAMS = (
         "alpha <- alpha/4 and no step",
         key_omit=False,
     ),
+    AVERAGE,
 )
 
 
 def _unused(h: dict) -> set[str]:
     """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``B``
     is used only by the preset and the shrink rule. ``preset: grid`` and ``shrink: false`` (the
-    plain pass) count as unused too, so that a plain setting's ``setting`` label and table
-    columns read as they did before these keys existed."""
+    plain pass) count as unused too, and so does ``average: false``, so that a plain setting's
+    ``setting`` label and table columns read as they did before these keys existed."""
     out = step_unused(h)
     if h.get("preset") == "theory":
         out |= {"eta", "schedule", "decay"}
@@ -138,7 +153,7 @@ def _unused(h: dict) -> set[str]:
             out.add("B")
     if not h.get("shrink"):
         out.add("shrink")
-    return out
+    return out | average_unused(h)
 
 
 def _arguments(h: dict, size: int | None, T: int) -> dict:
@@ -180,7 +195,7 @@ SPEC = LearnerSpec(
     exact_online_loss=lambda res, K, y: float(np.sum(res.losses)),
     # a block of BLOCK kernel rows and the map's temporaries while it is formed (measured peak
     # RSS with relu: 7.1 blocks at T = 40 000)
-    memory=lambda size, T, w: 8 * (7 * BLOCK * T + 3 * T),
+    memory=lambda size, T, w: 8 * (7 * BLOCK * T + 5 * T),
     engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
     seconds=lambda size, T, w, args, kv: 2e-5 * T + T * (T - 1) // 2 * kv,
 )

@@ -149,15 +149,17 @@ if sgk.numba is not None:
 
 @_jit
 def dsgd_rounds(
-    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, W, b, c, psi, losses, state, counts,
+    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, W, b, c, appended, psi, losses, state,
+    counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Dai et al. Algorithms 1-2 (learners/doubly_sgd.py),
     ``alpha = s c``.
 
-    ``(W, b)`` store the ``k T`` parameters (see above), ``c`` the coefficients, ``psi`` the
-    features of a round; ``state = [s, 2.0]``, ``counts = [train_evals, features_sampled,
-    diverged]`` carry the pass between calls. Returns the rounds played (``t1``, or the round
-    after the one whose prediction diverged)."""
+    ``(W, b)`` store the ``k T`` parameters (see above), ``c`` the coefficients, ``appended``
+    the coefficients as appended (``alpha_{t,j}`` of their round, for the averaged iterate),
+    ``psi`` the features of a round; ``state = [s, 2.0]``, ``counts = [train_evals,
+    features_sampled, diverged]`` carry the pass between calls. Returns the rounds played
+    (``t1``, or the round after the one whose prediction diverged)."""
     s = state[0]
     d = X.shape[1]
     for t in range(t0, t1):
@@ -194,6 +196,7 @@ def dsgd_rounds(
             a = psi[j] * g
             if k != 1:
                 a /= k
+            appended[j] = a
             c[j] = a if s == 1.0 else a / s
         if s < rescale_below:
             for j in range(n_old + k):

@@ -29,7 +29,10 @@ Cost per round is O(m log t), independent of the number of stored examples (docs
   (:func:`gather_pairs`), so the estimate is the same, bit for bit;
 - the averaged predictor ``fbar = (1/T) sum_{t=1..T} f_t`` (Corollary 1) needs only the appended
   ``alpha_t`` and the shrink count before each round (O(1) per round); its weights come from one
-  backward recursion at the end (:func:`average_weights`).
+  backward recursion at the end (:func:`average_weights`, :func:`iterate_weights`: the same
+  recursion averages Doubly SGD's and kernel OGD's iterates). With ``average=True`` it is the
+  predictor the pass returns (``FitResult.predictor``); ``FitResult.averaged`` holds it either
+  way (``test_loss_avg``).
 """
 
 from __future__ import annotations
@@ -44,12 +47,14 @@ from ..schedules import step_sizes
 from ..theory import TrainKernel, lemma5_ratio
 from ..threads import threads_per_cell
 from .base import (
+    AVERAGE,
     STEP_PARAMS,
     BudgetSize,
     FitResult,
     KernelExpansion,
     LearnerSpec,
     OnlinePass,
+    average_unused,
     compiled_rounds,
     new_counters,
     step_unused,
@@ -123,6 +128,7 @@ def fit(
     decay: float | None = None,
     sampler: str = "iid",
     printed_sign: bool = False,
+    average: bool = False,
     deadline: float | None = None,
     threads: int | None = None,
 ) -> FitResult:
@@ -140,7 +146,7 @@ def fit(
     if threads is None:
         threads = threads_per_cell()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
-    kw.update(printed_sign=printed_sign, deadline=deadline)
+    kw.update(printed_sign=printed_sign, average=average, deadline=deadline)
     if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
         return fit_compiled(X, y, fmap, rng, threads=threads, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
@@ -164,6 +170,7 @@ def fit_compiled(
     decay: float | None = None,
     sampler: str = "iid",
     printed_sign: bool = False,
+    average: bool = False,
     deadline: float | None = None,
     threads: int = 1,
 ) -> FitResult:
@@ -200,7 +207,7 @@ def fit_compiled(
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
     s = float(state[0])
     return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n], compiled=True)  # fmt: skip
+                   shrinks_before[:n], alpha_l1[:n], average, compiled=True)  # fmt: skip
 
 
 def fit_numpy(
@@ -216,6 +223,7 @@ def fit_numpy(
     decay: float | None = None,
     sampler: str = "iid",
     printed_sign: bool = False,
+    average: bool = False,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference)."""
@@ -284,37 +292,52 @@ def fit_numpy(
     counters.update(train_evals=train_evals, features_sampled=features_sampled, shrinks=shrinks)
     n = len(run.losses)
     return _result(s * a[:n], run.losses, counters, run.diverged, run.timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n])  # fmt: skip
+                   shrinks_before[:n], alpha_l1[:n], average)  # fmt: skip
 
 
 def _result(
     alpha, losses, counters, diverged, timed_out, alpha_new, shrinks_before, alpha_l1,
-    compiled=False,
+    average=False, compiled=False,
 ):  # fmt: skip
-    """The pass's :class:`FitResult`: the final predictor ``alpha``, the averaged one
-    (:func:`average_weights`, its recursion compiled after a compiled pass) and, for
-    diagnostics (Lemma 5, exact regret; not used by the algorithm), ``alpha_l1``,
-    ``alpha_new`` and ``shrinks_before``."""
+    """The pass's :class:`FitResult`: the final predictor ``alpha`` (with ``average``, the
+    averaged one instead), the averaged one (:func:`average_weights`, its recursion compiled
+    after a compiled pass) and, for diagnostics (Lemma 5, exact regret; not used by the
+    algorithm), ``alpha_l1``, ``alpha_new`` and ``shrinks_before``. The returned averaged
+    predictor is its own :class:`KernelExpansion` (the same coefficients as ``averaged``), so
+    that the predictions of each are counted once (``costs``)."""
     averaged = KernelExpansion(alpha_new * average_weights(shrinks_before, compiled))
+    predictor = KernelExpansion(averaged.alpha if average else alpha)
     extras = {"alpha_l1": alpha_l1, "alpha_new": alpha_new, "shrinks_before": shrinks_before}
-    return FitResult(
-        KernelExpansion(alpha), losses, counters, diverged, timed_out, averaged, extras
-    )
+    return FitResult(predictor, losses, counters, diverged, timed_out, averaged, extras)
 
 
 def average_weights(K: np.ndarray, compiled: bool = False) -> np.ndarray:
     """Weights ``g_i`` with ``fbar = (1/n) sum_{t<n} f_t = sum_i alpha_i g_i Phi(x_i)``.
 
     ``alpha_i`` (as appended at round i) is divided by 4 at every later shrink, so its weight in
-    ``f_r`` (r > i) is ``4^-(K_r - K_i)`` with ``K_r`` the shrinks before round r, and
-    ``g_i = (1/n) G_i`` with ``G_i = sum_{i<r<n} 4^-(K_r - K_i)``. The backward recursion
-    ``G_{n-1} = 0``, ``G_i = 4^-(K_{i+1} - K_i) (1 + G_{i+1})`` sums only positive terms of
-    comparable size, so it is exact to rounding however many shrinks occur (O(n) once, at the end).
-    ``compiled``: the recursion as ``shrinking_gradient_kernels.average_recursion`` (the same
-    operations; a Python loop costs about as much as a compiled pass at T = 200).
+    ``f_r`` (r > i) is ``4^-(K_r - K_i)`` with ``K_r`` the shrinks before round r: the iterates
+    of :func:`iterate_weights` with the factors ``decay_r = 4^-(K_{r+1} - K_r)``.
     """
-    n = len(K)
-    decay = 0.25 ** np.diff(K).astype(float)  # 4^-(K_{i+1} - K_i)
+    if len(K) == 0:
+        return np.zeros(0)
+    return iterate_weights(0.25 ** np.diff(K).astype(float), compiled)  # 4^-(K_{r+1} - K_r)
+
+
+def iterate_weights(decay: np.ndarray, compiled: bool = False) -> np.ndarray:
+    """Weights ``g_i`` of the averaged iterate ``fbar = (1/n) sum_{r<n} f_r`` (Corollary 1) of a
+    pass whose predictor evolves as ``f_0 = 0``, ``f_{r+1} = decay_r f_r + u_r`` (``u_r`` the
+    terms appended at round r, ``n = len(decay) + 1`` rounds): ``fbar = sum_i g_i u_i``.
+
+    ``u_i`` enters ``f_r`` (r > i) multiplied by ``prod_{i<q<r} decay_q``, so ``g_i = G_i / n``
+    with ``G_i = sum_{i<r<n} prod_{i<q<r} decay_q``: the backward recursion ``G_{n-1} = 0``,
+    ``G_{n-2} = 1``, ``G_i = 1 + decay_{i+1} G_{i+1}`` (O(n) once, at the end). It multiplies the
+    factors as the pass applies them and never divides by their products, so it holds for any
+    factor (a shrink's 1/4, exact to rounding however many occur; Doubly SGD's ``1 - gamma_t
+    nu``, which may be <= 0 in early rounds). ``decay_0`` is not used (no term precedes round
+    0). ``compiled``: the recursion as ``shrinking_gradient_kernels.average_recursion`` (the
+    same operations; a Python loop costs about as much as a compiled Shrinking Gradient pass
+    at T = 200)."""
+    n = len(decay) + 1
     G = np.zeros(n)
     if compiled:
         from .shrinking_gradient_kernels import average_recursion
@@ -323,7 +346,7 @@ def average_weights(K: np.ndarray, compiled: bool = False) -> np.ndarray:
         return G / n
     acc = 0.0
     for i in range(n - 2, -1, -1):
-        acc = decay[i] * (1.0 + acc)
+        acc = 1.0 + decay[i + 1] * acc if i + 1 < n - 1 else 1.0
         G[i] = acc
     return G / n
 
@@ -397,15 +420,16 @@ PARAMS = (
         min_exclusive=True,
         key_omit=1.0,
     ),
+    AVERAGE,
 )
 
 
 def _unused(h: dict) -> set[str]:
     """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``c``
-    is used only by it."""
+    is used only by it; ``average: false`` reads as before the key."""
     if h.get("preset") == "theory":
-        return step_unused(h) | {"eta", "schedule", "decay"}
-    return step_unused(h) | {"c"}
+        return step_unused(h) | average_unused(h) | {"eta", "schedule", "decay"}
+    return step_unused(h) | average_unused(h) | {"c"}
 
 
 def _arguments(h: dict, m: int | None, T: int) -> dict:

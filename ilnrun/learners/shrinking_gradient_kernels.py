@@ -510,11 +510,13 @@ def sg_rounds(
 
 @_jit
 def average_recursion(decay, G):
-    """``G_{n-1} = 0``, ``G_i = decay_i (1 + G_{i+1})`` into ``G`` (the weights of the averaged
-    predictor, ``shrinking_gradient.average_weights``: the same operations in the same order)."""
+    """``G_{n-1} = 0``, ``G_{n-2} = 1``, ``G_i = 1 + decay_{i+1} G_{i+1}`` into ``G`` (the
+    weights of the averaged iterate, ``shrinking_gradient.iterate_weights``: the same operations
+    in the same order)."""
+    n = len(G)
     acc = 0.0
-    for i in range(len(G) - 2, -1, -1):
-        acc = decay[i] * (1.0 + acc)
+    for i in range(n - 2, -1, -1):
+        acc = 1.0 + decay[i + 1] * acc if i + 1 < n - 1 else 1.0
         G[i] = acc
 
 
