@@ -38,11 +38,13 @@ closed-form kernel (``predict_mode='exact'``) or with Algorithm 2 and ``m_test``
 (``'estimated'``, what a user without the kernel gets); any other predictor with its own
 ``predict`` (feature expansions ``sum_j c_j psi(x; w_j)``, Nyström's landmark expansion).
 ``average=True`` predicts with the averaged predictor of a learner that returns one (Shrinking
-Gradient, Corollary 1). **Seeds**: ``random_state`` is an int ``s`` (the pass draws from
-``default_rng(s)``, bit for bit the learner's own ``fit`` with that generator), ``None``, a
-``RandomState``, a ``np.random.Generator`` (drawn from as is), or a ``np.random.SeedSequence``
-``ss``, which is used like a cell's seed in ``ilnrun run``: the pass draws from its first child
-and estimated predictions from its second (``ss.spawn(2)``, computed without changing ``ss``).
+Gradient, Corollary 1); a learner with an ``average`` parameter of its own (Fixed-Random) takes that
+one instead, and returns its averaged predictor as its predictor. **Seeds**: ``random_state`` is an
+int ``s`` (the pass draws from ``default_rng(s)``, bit for bit the learner's own ``fit`` with that
+generator), ``None``, a ``RandomState``, a ``np.random.Generator`` (drawn from as is), or a
+``np.random.SeedSequence`` ``ss``, which is used like a cell's seed in ``ilnrun run``: the pass
+draws from its first child and estimated predictions from its second (``ss.spawn(2)``, computed
+without changing ``ss``).
 ``partial_fit`` appends rows and refits on the whole stream (the learners keep no resumable
 state). Fitted attributes: ``n_features_in_``, ``feature_map_``, ``predictor_``,
 ``fit_arguments_``, ``fit_result_`` (the learner's :class:`~ilnrun.learners.base.FitResult`, in
@@ -293,7 +295,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
             self._predict_seed = int(rng.integers(np.iinfo(np.int64).max))
         self.fit_result_ = res  # the learner's own record of the pass (ilnrun.roundtrip)
         self.predictor_ = res.predictor
-        if self.average:
+        if self.average and "average" not in {p.name for p in self._learner_params}:
             if res.averaged is None:
                 raise ValueError(
                     f"average=True: {spec.label} returns no averaged predictor "
@@ -412,7 +414,7 @@ def _signature(spec: LearnerSpec) -> tuple[list[tuple[str, Any]], list[tuple[str
     common = list(COMMON.items())  # feature_map first, then its maps' parameters, then the rest
     keyword_only += [(n, d) for n, (d, _) in common[:1]]
     keyword_only += [(n, p.default) for n, p in fmap_params.items() if n not in own]
-    keyword_only += [(n, d) for n, (d, _) in common[1:]]
+    keyword_only += [(n, d) for n, (d, _) in common[1:] if n not in own]  # the learner's first
     names = [n for n, _ in positional + keyword_only]
     clash = sorted({n for n in names if names.count(n) > 1})
     bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n)]
@@ -472,7 +474,7 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
     fmap_params = {n: p for n, p in fmap_params.items() if n not in {q.name for q in spec.params}}
     constraints = {p.name: _constraints(p) for p in spec.params}
     constraints.update({n: _constraints(p) for n, p in fmap_params.items()})
-    constraints.update({n: c for n, (_, c) in COMMON.items()})
+    constraints.update({n: c for n, (_, c) in COMMON.items() if n not in constraints})
     if spec.budget is not None:
         constraints[spec.budget.name] = [Interval(Integral, 1, MAX_COUNT, closed="both")]
     earlier = [c for k, c in _BUILT.items() if k[0] == spec.name]

@@ -360,6 +360,8 @@ def _cross_checks(cfg: dict, problems: list) -> None:
             problems.append(
                 (f"methods.{name}", f"needs a closed-form kernel; feature map {fm!r} has none")
             )
+    for name, params in cfg["methods"].items():
+        _setting_checks(name, params, engine_of(cfg), problems)
     if cfg["evaluation"].get("regret_B") is not None and not has_kernel:
         problems.append(
             (
@@ -385,6 +387,20 @@ def _cross_checks(cfg: dict, problems: list) -> None:
         _resource_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
+
+
+def _setting_checks(name: str, params: dict, engine: str, problems: list) -> None:
+    """The learner's own refusals (``LearnerSpec.check``) of every setting of its grid, each
+    problem once."""
+    check = LEARNERS[name].check
+    if check is None:
+        return
+    seen = set()
+    for h in grid.method_grid(name, params):
+        for key, msg in check(h, engine):
+            if (key, msg) not in seen:
+                seen.add((key, msg))
+                problems.append((f"methods.{name}.{key}", msg))
 
 
 def _budget_sizes(cfg: dict, problems: list) -> list[tuple[int, int]]:

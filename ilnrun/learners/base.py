@@ -402,6 +402,19 @@ DECAY = Param(
 )
 STEP_PARAMS = (ETA, SCHEDULE, DECAY)
 
+# ``average: true``: an online learner returns its averaged predictor
+# ``fbar = (1/T) sum_{t=1..T} f_t``, the mean of the predictors that made the online predictions
+# (``f_1 = 0``; ILN paper Corollary 1, Shrinking Gradient's ``averaged``); the pass and its
+# online losses are unchanged.
+AVERAGE = Param(
+    "average",
+    "bool",
+    False,
+    "return the averaged predictor (1/T) sum_t f_t of the iterates that predicted x_1..x_T "
+    "(the pass and its online losses unchanged)",
+    key_omit=False,
+)
+
 
 def step_unused(h: dict) -> set[str]:
     """Step parameters a setting does not use: ``decay`` outside the ``inv`` schedule."""
@@ -507,6 +520,9 @@ class LearnerSpec:
       where they differ from the config's: a config key's default is frozen by the committed
       runs' numbers, while an estimator fitted with no tuning needs settings that learn in one
       pass over a few hundred rows (scikit-learn's own checks fit 200).
+    - ``check(h, engine)``: the problems ``(key, message)`` of setting ``h`` on ``engine``
+      (``numpy`` or ``jax``), for combinations of values that one parameter's range cannot
+      express: ``ilnrun validate`` and ``run`` refuse them (exit status 2, the key named).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -537,6 +553,7 @@ class LearnerSpec:
     estimated_test: bool = False
     seconds: Callable[..., float] | None = None
     estimator_defaults: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[dict, str], list[tuple[str, str]]] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or
