@@ -384,6 +384,21 @@ def _arguments(h: dict, r: int | None, T: int) -> dict:
     return out
 
 
+def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
+    """``ilnrun validate``: how many settings each solver has, and the ridge's ``lam``."""
+    ridge = [h for h in hypers if h.get("solver") == "ridge"]
+    if not ridge:
+        return []
+    sgd = len(hypers) - len(ridge)
+    averaged = sum(1 for h in hypers if h.get("average"))
+    lams = ", ".join(f"{h['lam']:g}" for h in ridge)
+    head = f"{sgd} sgd settings ({averaged} averaged), " if sgd else ""
+    return [
+        f"fixed_random: {head}{len(ridge)} ridge settings (lam = {lams}; eta, schedule, decay "
+        "and average not used; recursive least squares, primal where r <= T, dual where r > T)"
+    ]
+
+
 def _check(h: dict, engine: str) -> list[tuple[str, str]]:
     """A setting ``ilnrun validate`` refuses: ridge with ``lam = 0`` (singular whenever a
     point's features repeat or ``t < r``: the ridge needs ``lam > 0``), and on the jax engine
@@ -430,6 +445,7 @@ SPEC = LearnerSpec(
     unused=_unused,
     arguments=_arguments,
     check=_check,
+    notes=_notes,
     budget=BudgetSize(
         "r",
         # total: and the r features on every validation and test point
