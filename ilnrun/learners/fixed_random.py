@@ -359,10 +359,10 @@ def _ridge_seconds(r: int, T: int) -> float:
     return 1.5e-10 * r * T * T / 2 + (1e-9 * T if fast else 2e-6) * T * T / 2
 
 
-def _ridge_bytes(r: int, T: int, args: dict) -> int:
+def _ridge_bytes(r: int, T: int, args: dict | None) -> int:
     """The ridge solver's arrays: the factor (``r x r`` primal, ``T x T`` dual) and, dual, the
     ``T`` points' features."""
-    if args.get("solver") != "ridge":
+    if not args or args.get("solver") != "ridge":
         return 0
     return 8 * (min(r, T) ** 2 + (T * r if r > T else 0) + 3 * max(r, T))
 
@@ -458,7 +458,8 @@ SPEC = LearnerSpec(
         doc="random features drawn once, each evaluated on every x_t",
         default=100,
     ),
-    memory=lambda r, T, w, args: 8 * (r * (w + 3) + 2 * T) + _ridge_bytes(r, T, args),
+    # (the jax engine, which runs SGD only, calls it without the fit keywords)
+    memory=lambda r, T, w, args=None: 8 * (r * (w + 3) + 2 * T) + _ridge_bytes(r, T, args),
     # FixedRandomRegressor(): one pass at a config's eta = 0.1 with r = 100 random Fourier features
     # reaches R^2 < 0.5 on scikit-learn's 200-row check_regressors_train; 0.3 passes it
     estimator_defaults={"eta": 0.3},
