@@ -212,11 +212,24 @@ def test_grid_of_solvers_and_averages():
     assert sorted(h["average"] is True for h in sgd) == [False] * 4 + [True] * 4
 
 
+def test_one_lam_grid_serves_both_solvers():
+    """A grid's ``lam = 0`` runs under SGD only (ridge leaves it out), and the SGD cells are
+    those of the config without ``solver``."""
+    cfg = tiny_config()
+    cfg["methods"]["fixed_random"]["lam"] = [0.0, 0.1]
+    before = [(c.id, c.hyper) for c in C.cells(C.resolve(cfg))]
+    cfg["methods"]["fixed_random"]["solver"] = ["sgd", "ridge"]
+    cells = C.cells(C.resolve(cfg))
+    ridge = [c.hyper for c in cells if c.hyper.get("solver") == "ridge"]
+    assert ridge and all(h["lam"] == 0.1 for h in ridge)
+    assert [(c.id, c.hyper) for c in cells if c.hyper.get("solver") is None] == before
+
+
 @pytest.mark.parametrize(
     ("change", "key"),
     [
         ({"solver": "ridge"}, "methods.fixed_random.lam"),  # lam defaults to 0
-        ({"solver": ["sgd", "ridge"], "lam": [0.0, 0.1]}, "methods.fixed_random.lam"),
+        ({"solver": ["sgd", "ridge"], "lam": 0.0}, "methods.fixed_random.lam"),
         ({"solver": "lsq"}, "methods.fixed_random.solver"),
         ({"average": "yes"}, "methods.fixed_random.average"),
         ({"engine": "jax", "solver": "ridge", "lam": 0.1}, "methods.fixed_random.solver"),

@@ -390,17 +390,12 @@ def _cross_checks(cfg: dict, problems: list) -> None:
 
 
 def _setting_checks(name: str, params: dict, engine: str, problems: list) -> None:
-    """The learner's own refusals (``LearnerSpec.check``) of every setting of its grid, each
-    problem once."""
+    """The learner's own refusals (``LearnerSpec.check``) of its grid's settings, those it
+    leaves out included."""
     check = LEARNERS[name].check
-    if check is None:
-        return
-    seen = set()
-    for h in grid.method_grid(name, params):
-        for key, msg in check(h, engine):
-            if (key, msg) not in seen:
-                seen.add((key, msg))
-                problems.append((f"methods.{name}.{key}", msg))
+    if check is not None:
+        hypers = grid.method_grid(name, params, skip=False)
+        problems.extend((f"methods.{name}.{key}", msg) for key, msg in check(hypers, engine))
 
 
 def _budget_sizes(cfg: dict, problems: list) -> list[tuple[int, int]]:

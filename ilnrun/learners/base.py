@@ -520,9 +520,11 @@ class LearnerSpec:
       where they differ from the config's: a config key's default is frozen by the committed
       runs' numbers, while an estimator fitted with no tuning needs settings that learn in one
       pass over a few hundred rows (scikit-learn's own checks fit 200).
-    - ``check(h, engine)``: the problems ``(key, message)`` of setting ``h`` on ``engine``
-      (``numpy`` or ``jax``), for combinations of values that one parameter's range cannot
-      express: ``ilnrun validate`` and ``run`` refuse them (exit status 2, the key named).
+    - ``check(settings, engine)``: the problems ``(key, message)`` of a grid's settings on
+      ``engine`` (``numpy`` or ``jax``), for combinations of values that one parameter's range
+      cannot express: ``ilnrun validate`` and ``run`` refuse them (exit status 2, the key
+      named). ``skip(h)``: a setting of the grid the learner leaves out, so that one grid can
+      serve settings that need different values (``check`` sees them).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -553,7 +555,8 @@ class LearnerSpec:
     estimated_test: bool = False
     seconds: Callable[..., float] | None = None
     estimator_defaults: dict[str, Any] = field(default_factory=dict)
-    check: Callable[[dict, str], list[tuple[str, str]]] | None = None
+    check: Callable[[list[dict], str], list[tuple[str, str]]] | None = None
+    skip: Callable[[dict], bool] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

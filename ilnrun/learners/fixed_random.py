@@ -24,9 +24,10 @@ objective over the points before ``t`` (``(1/T) sum_{s<t} (...)^2 + lam |beta|^2
 ``T lam`` fixed), and after ``T`` rounds ``beta`` is the ridge solution above. Primal when
 ``r <= T`` (the Cholesky factor of ``T lam I + Z^T Z``, a rank-one update a round: ``O(r^2)``),
 dual when ``r > T`` (the Cholesky factor of ``T lam I + Z Z^T``, grown by a row a round:
-``O(r t + t^2)``): ``O(min(r, T)^2 max(r, T))`` in all. ``lam > 0`` is required (refused at
-validation otherwise: with ``lam = 0`` the system is singular whenever ``t < r`` or features
-repeat). ``eta``, ``schedule``, ``decay`` and ``average`` are not used.
+``O(r t + t^2)``): ``O(min(r, T)^2 max(r, T))`` in all. ``lam > 0`` is required: with
+``lam = 0`` the system is singular whenever ``t < r`` or features repeat, so a grid's ``lam = 0``
+runs under SGD only (``ilnrun validate`` refuses ridge without a positive ``lam``). ``eta``,
+``schedule``, ``decay`` and ``average`` are not used.
 
 Each round evaluates the ``r`` features on ``x_t``: a pass spends ``r T`` evaluations (either
 solver); a prediction ``r``.
@@ -398,29 +399,37 @@ def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
     lams = ", ".join(f"{h['lam']:g}" for h in ridge)
     head = f"{sgd} sgd settings ({averaged} averaged), " if sgd else ""
     return [
-        f"fixed_random: {head}{len(ridge)} ridge settings (lam = {lams}; eta, schedule, decay "
-        "and average not used; recursive least squares, primal where r <= T, dual where r > T)"
+        f"fixed_random: {head}{len(ridge)} ridge settings (lam = {lams}: a lam of 0 runs under "
+        "sgd only; eta, schedule, decay and average not used; recursive least squares, primal "
+        "where r <= T, dual where r > T)"
     ]
 
 
-def _check(h: dict, engine: str) -> list[tuple[str, str]]:
-    """A setting ``ilnrun validate`` refuses: ridge with ``lam = 0`` (singular whenever a
-    point's features repeat or ``t < r``: the ridge needs ``lam > 0``), and on the jax engine
-    ridge and ``average`` (its pass is SGD only)."""
+def _skip(h: dict) -> bool:
+    """Ridge with ``lam = 0`` is left out of the grid (singular whenever features repeat or
+    ``r`` exceeds the points seen): one ``lam`` grid serves both solvers, ``0`` SGD only."""
+    return h.get("solver") == "ridge" and not (h.get("lam") or 0.0) > 0
+
+
+def _check(hypers: list[dict], engine: str) -> list[tuple[str, str]]:
+    """What ``ilnrun validate`` refuses: ``solver: ridge`` without a positive ``lam`` in the
+    grid (nothing to run), and on the jax engine ridge and ``average`` (its pass is SGD
+    only)."""
     out = []
-    ridge = h.get("solver") == "ridge"
-    if ridge and not (h.get("lam") or 0.0) > 0:
+    ridge = [h for h in hypers if h.get("solver") == "ridge"]
+    if ridge and all(_skip(h) for h in ridge):
         out.append(
             (
                 "lam",
                 "solver ridge needs lam > 0 (with lam = 0 the least squares system is singular "
-                "whenever features repeat or r exceeds the points seen); give positive values",
+                "whenever features repeat or r exceeds the points seen); give positive values "
+                "(a lam of 0 in the grid then runs under sgd only)",
             )
         )
     if engine == "jax":
         if ridge:
             out.append(("solver", "ridge runs on the numpy engine only (engine: numpy)"))
-        if h.get("average"):
+        if any(h.get("average") for h in hypers):
             out.append(("average", "true runs on the numpy engine only (engine: numpy)"))
     return out
 
@@ -449,6 +458,7 @@ SPEC = LearnerSpec(
     unused=_unused,
     arguments=_arguments,
     check=_check,
+    skip=_skip,
     notes=_notes,
     budget=BudgetSize(
         "r",
