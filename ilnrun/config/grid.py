@@ -175,12 +175,13 @@ def data_identity(cfg: dict, setting: dict) -> dict | None:
     return out
 
 
-def method_grid(spec_name: str, params: dict) -> list[dict]:
+def method_grid(spec_name: str, params: dict, skip: bool = True) -> list[dict]:
     """Expand a method's hyperparameter lists into settings; keys a setting does not use (the
-    spec's ``unused``) are ``None`` and the duplicates this creates are dropped. Keys that are
-    no parameter of a setting (``edges_ok``) are left out
-    (:func:`~ilnrun.config.keys.grid_params`)."""
-    unused = LEARNERS[spec_name].unused
+    spec's ``unused``) are ``None`` and the duplicates this creates are dropped, and so are the
+    settings the spec leaves out (its ``skip``; kept with ``skip=False``). Keys that are no
+    parameter of a setting (``edges_ok``) are left out (:func:`~ilnrun.config.keys.grid_params`)."""
+    spec = LEARNERS[spec_name]
+    unused, left_out = spec.unused, (spec.skip if skip else None)
     params = grid_params(params)
     keys = list(params)
     seen, out = set(), []
@@ -189,6 +190,8 @@ def method_grid(spec_name: str, params: dict) -> list[dict]:
         for key in unused(h):
             if key in h:
                 h[key] = None
+        if left_out is not None and left_out(h):
+            continue
         sig = json.dumps(h, sort_keys=True)
         if sig not in seen:
             seen.add(sig)

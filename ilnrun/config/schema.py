@@ -363,6 +363,8 @@ def _cross_checks(cfg: dict, problems: list) -> None:
             problems.append(
                 (f"methods.{name}", f"needs a closed-form kernel; feature map {fm!r} has none")
             )
+    for name, params in cfg["methods"].items():
+        _setting_checks(name, params, engine_of(cfg), problems)
     if cfg["evaluation"].get("regret_B") is not None and not has_kernel:
         problems.append(
             (
@@ -388,6 +390,15 @@ def _cross_checks(cfg: dict, problems: list) -> None:
         _resource_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
+
+
+def _setting_checks(name: str, params: dict, engine: str, problems: list) -> None:
+    """The learner's own refusals (``LearnerSpec.check_settings``) of its grid's settings, those
+    it leaves out included."""
+    check = LEARNERS[name].check_settings
+    if check is not None:
+        hypers = grid.method_grid(name, params, skip=False)
+        problems.extend((f"methods.{name}.{key}", msg) for key, msg in check(hypers, engine))
 
 
 def _budget_sizes(cfg: dict, problems: list) -> list[tuple[int, int]]:

@@ -535,7 +535,13 @@ class LearnerSpec:
     - ``check(section)``: problems of a resolved ``methods.<name>`` section that its keys'
       declared ranges cannot state, as ``(key, message)`` (``key`` relative to the section,
       ``theta_nu[1]`` for the second value of a list); ``ilnrun validate`` and ``run`` refuse
-      them (exit 2).
+      them (exit 2), the estimators raise them.
+    - ``check_settings(settings, engine)``: the problems ``(key, message)`` of a grid's
+      expanded settings on ``engine`` (``numpy`` or ``jax``), for combinations of values that
+      one parameter's range cannot express: ``ilnrun validate`` and ``run`` refuse them (exit
+      status 2, the key named). ``skip(h)``: a setting of the grid the learner leaves out, so
+      that one grid can serve settings that need different values (``check_settings`` sees
+      them).
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
@@ -567,6 +573,8 @@ class LearnerSpec:
     seconds: Callable[..., float] | None = None
     estimator_defaults: dict[str, Any] = field(default_factory=dict)
     check: Callable[[dict], list[tuple[str, str]]] | None = None
+    check_settings: Callable[[list[dict], str], list[tuple[str, str]]] | None = None
+    skip: Callable[[dict], bool] | None = None
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

@@ -207,13 +207,16 @@ def dsgd_rounds(
 
 
 @_jit
-def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state, counts):
+def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state, counts, bsum):
     """Rounds ``t0 .. t1 - 1`` of Fixed-Random's SGD pass (learners/fixed_random.py):
     ``z = psi(x_t; w_{1..r}) / sqrt(r)``, ``yhat = beta . z``,
-    ``beta <- (1 - eta_t lam) beta - eta_t (yhat - y_t) z``.
+    ``beta <- (1 - eta_t lam) beta - eta_t (yhat - y_t) z``; with ``average`` (``bsum`` of
+    length ``r``, else empty) ``bsum += beta`` before each round's update (the iterate that
+    predicted ``x_t``).
 
     ``state = [2.0]``, ``counts = [train_evals, diverged]``. Returns the rounds played."""
     r = len(beta)
+    average = len(bsum) > 0
     for t in range(t0, t1):
         features(X[t], W, b, 0, r, z)
         for j in range(r):
@@ -221,6 +224,9 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
         counts[0] += r
         yhat = np.dot(beta, z)
         losses[t] = 0.5 * math.pow(yhat - y[t], state[0])
+        if average:
+            for j in range(r):
+                bsum[j] += beta[j]
         if not abs(yhat) <= DIVERGENCE_BOUND:
             counts[1] = 1
             return t + 1
@@ -231,6 +237,126 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
         g = etas[t] * (yhat - y[t])
         for j in range(r):
             beta[j] -= z[j] * g
+    return t1
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixed-Random's ridge solver: recursive least squares on the fixed features (learners/
+# fixed_random.py). The round's arithmetic is written once, as plain functions of numpy arrays
+# (elementwise slice operations and ``np.dot`` of contiguous vectors only): the numpy path calls
+# them as Python (``rls_*.py_func``), the compiled pass (:func:`ridge_rounds`) compiled, so both
+# form every number by the same operations in the same order. ``U`` is upper triangular, its
+# rows contiguous.
+
+
+def _rls_predict(U, c, n, v):
+    """``(L^-1 v) . c`` over the first ``n`` entries, ``L = U^T``, ``v[:n]`` overwritten by
+    ``L^-1 v`` (forward substitution by columns of ``L``, i.e. rows of ``U``). The prequential
+    prediction: primal ``v = z`` (``A = U^T U = T lam I + sum_s z_s z_s^T``, ``c = L^-1 b``,
+    ``b = sum_s y_s z_s``: ``z . A^-1 b``); dual ``v = k = Z z`` (``G = U^T U = T lam I +
+    Z Z^T`` over the points seen, ``c = L^-1 y``: ``k . G^-1 y``), ``v`` then ``l = L^-1 k``
+    for the update."""
+    if n == 0:
+        return 0.0
+    for i in range(n):
+        v[i] /= U[i, i]
+        v[i + 1 : n] -= v[i] * U[i, i + 1 : n]
+    return np.dot(v[:n], c[:n])
+
+
+def _rls_primal_update(U, c, z, y, x):
+    """``A <- A + z z^T``, ``b <- b + y z``: the rank-one Cholesky update (Givens form) of the
+    augmented factor ``[[L, 0], [c^T, .]]`` of ``[[A, b], [b^T, .]]`` by ``[z; y]``, which
+    updates ``L = U^T`` and ``c = L^-1 b`` together; ``x`` is work space."""
+    x[:] = z
+    xy = y
+    r = len(x)
+    for k in range(r):
+        ukk = U[k, k]
+        xk = x[k]
+        rr = math.sqrt(ukk * ukk + xk * xk)
+        cc = rr / ukk
+        s = xk / ukk
+        U[k, k] = rr
+        U[k, k + 1 : r] = (U[k, k + 1 : r] + s * x[k + 1 : r]) / cc
+        x[k + 1 : r] = cc * x[k + 1 : r] - s * U[k, k + 1 : r]
+        c[k] = (c[k] + s * xy) / cc
+        xy = cc * xy - s * c[k]
+
+
+def _rls_dual_update(U, c, t, kappa, Tlam, l, y, yhat):
+    """Grow ``G`` by point ``t`` (its features' square norm ``kappa``; ``l = L^-1 k`` from the
+    prediction): the factor gains the column ``(l, d)`` with ``d^2 = kappa + T lam - l . l``,
+    the Schur complement, which exceeds ``T lam`` in exact arithmetic (taken as at least
+    ``T lam`` against rounding), and ``c_t = (y - l . c) / d = (y - yhat) / d``."""
+    d2 = kappa + Tlam
+    if t:
+        d2 -= np.dot(l[:t], l[:t])
+        U[:t, t] = l[:t]
+    if not d2 >= Tlam:
+        d2 = Tlam
+    d = math.sqrt(d2)
+    U[t, t] = d
+    c[t] = (y - yhat) / d
+
+
+def _rls_beta(U, c, n, Z, alpha, beta):
+    """The ridge coefficients on the first ``n`` points: ``alpha = U^-1 c`` (back substitution
+    by columns of ``U``), then primal (``Z`` empty) ``beta = alpha``, dual
+    ``beta = Z^T alpha = sum_i alpha_i z_i`` (in the order of the points)."""
+    alpha[:n] = c[:n]
+    for i in range(n - 1, -1, -1):
+        alpha[i] /= U[i, i]
+        alpha[:i] -= alpha[i] * U[:i, i]
+    if len(Z) == 0:
+        beta[:] = alpha[:n]
+        return
+    beta[:] = 0.0
+    for i in range(n):
+        beta += alpha[i] * Z[i]
+
+
+rls_predict = _jit(_rls_predict)
+rls_primal_update = _jit(_rls_primal_update)
+rls_dual_update = _jit(_rls_dual_update)
+rls_beta = _jit(_rls_beta)
+
+
+def python(f):
+    """The plain Python function of a kernel (the numpy path's reference)."""
+    return getattr(f, "py_func", f)
+
+
+@_jit
+def ridge_rounds(t0, t1, X, y, W, b, inv_sqrt_r, Tlam, U, c, Z, z, v, x, losses, state, counts):
+    """Rounds ``t0 .. t1 - 1`` of Fixed-Random's ridge solver (learners/fixed_random.py):
+    ``z = psi(x_t; w_{1..r}) / sqrt(r)``, the prequential prediction of the ridge on the points
+    before ``t``, then the point added. Primal (``Z`` empty: ``U`` is ``r x r``) or dual (``Z``
+    stores the points' features, ``U`` is ``T x T``). ``state = [2.0]``,
+    ``counts = [train_evals, diverged]``. Returns the rounds played."""
+    r = len(z)
+    dual = len(Z) > 0
+    for t in range(t0, t1):
+        features(X[t], W, b, 0, r, z)
+        for j in range(r):
+            z[j] *= inv_sqrt_r
+        counts[0] += r
+        if dual:
+            Z[t] = z
+            if t:
+                wx(z, Z, 0, t, v)  # k = Z z over the points before t
+            yhat = rls_predict(U, c, t, v)
+        else:
+            v[:] = z
+            yhat = rls_predict(U, c, r, v)
+        losses[t] = 0.5 * math.pow(yhat - y[t], state[0])
+        if not abs(yhat) <= DIVERGENCE_BOUND:
+            counts[1] = 1
+            return t + 1
+        if dual:
+            rls_dual_update(U, c, t, np.dot(z, z), Tlam, v, y[t], yhat)
+        else:
+            rls_primal_update(U, c, z, y[t], x)
     return t1
 
 
