@@ -128,7 +128,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
     fm = build_feature_map(cfg["feature_map"], np.zeros((1, 1)))
     if fm.primal(np.zeros((1, 1))) is None:
         return []
-    B = min(b for m in roles() for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0)))
+    radii = [b for m in roles() for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0))]
+    sweep = _B_sweep(cfg)
     smallest: dict[str, dict] = {}
     for data in grid.dataset_settings(cfg):
         rest = json.dumps({k: v for k, v in data.items() if k != "T"}, sort_keys=True)
@@ -141,6 +142,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
         d = build_dataset(data, np.random.default_rng(grid.seed_sequence(cfg["seed"], key)))
         fmap = build_feature_map(cfg["feature_map"], d.X_train)
         Phi, c = fmap.primal(d.X_test)
+        # in a B sweep the ball is the task's own (matched_B), else the smallest B of the run
+        B = data["rkhs_norm"] if sweep and data["rkhs_norm"] in radii else min(radii)
         best = best_in_ball_loss_primal(Phi, c, d.y_test, B) / len(d.y_test)
         match = runs[(runs["repetition"] == 0) & (runs["T"] == data["T"])]
         for k, v in data.items():
@@ -148,7 +151,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
                 match = match[match[k] == v]
         zero = 0.5 * float(np.mean(d.y_test**2))
         same = len(match) and np.isclose(match["test_loss_zero"].iloc[0], zero, rtol=1e-12)
-        label = ", ".join(f"{k} = {v}" for k, v in data.items() if k in ("target_seed", "D", "T"))
+        shown = ("target_seed", "D", "T", "rkhs_norm") if sweep else ("target_seed", "D", "T")
+        label = ", ".join(f"{k} = {v}" for k, v in data.items() if k in shown)
         rows.append([label, f"{zero:.4g}", "yes" if same else "NO", f"{best:.2g}"])
     return [
         "Check of the comparator (repetition 0 at the smallest T of every setting, the instance "
@@ -511,7 +515,8 @@ def render(r: ReportData) -> list[str]:
         "loss over repetitions among the settings with no diverged repetition.",
         "",
     ]
-    L += ["Learners:", ""] + [f"- **{short}**: {desc}." for _, short, desc, _ in LEARNERS] + [""]
+    run = [row for row in LEARNERS if row[0] != "dsgd_dai_literal" or dai["cap"].isna().any()]
+    L += ["Learners:", ""] + [f"- **{short}**: {desc}." for _, short, desc, _ in run] + [""]
     L += sources(r.cfg) + comparator_lines(r.cfg, r.runs)
     groups = runs.groupby(tasks, dropna=False) if tasks else [((), runs)]
     body, summaries = [], []
@@ -668,8 +673,9 @@ SOURCES = [
 # the exponents of T in 1/epsilon and in B: Corollary 1's O(B²/ε²), the reading of Dai et al.'s
 # O(B⁴/ε⁴)
 EXPONENTS = (2, 4)
-# the learners whose exponents the words compare (the bounded ones first)
+# the learners whose exponents the section measures, and the two with a bound (the words)
 COMPARED = ("sg_avg", "dsgd_dai", "sg_final", "dsgd_val")
+BOUNDED = ("sg_avg", "dsgd_dai")
 
 
 def _noise(cfg: dict) -> list[float]:
@@ -723,7 +729,7 @@ def exponents(r: ReportData, targets: list[float]) -> dict | None:
 
 
 def _ci(st: dict) -> str:
-    return f"{st['mean']:.2f} [{st['mean'] - st['ci95']:.2f}, {st['mean'] + st['ci95']:.2f}]"
+    return f"{st['mean']:.2f} [{_lo(st):.2f}, {_hi(st):.2f}]"
 
 
 def _where(lo: float, hi: float) -> str:
@@ -746,22 +752,22 @@ def _pooled(sts: list[dict]) -> tuple[float, float, list[str]] | None:
     ok = [st for st in sts if st["n"] > 1 and math.isfinite(st["mean"])]
     if not ok:
         return None
-    lo = min(st["mean"] - st["ci95"] for st in ok)
-    hi = max(st["mean"] + st["ci95"] for st in ok)
-    return lo, hi, sorted({_where(st["mean"] - st["ci95"], st["mean"] + st["ci95"]) for st in ok})
+    return min(map(_lo, ok)), max(map(_hi, ok)), sorted({_where(_lo(st), _hi(st)) for st in ok})
 
 
 def exponent_words(ex: dict) -> str:
-    """The headline sentence: per learner the exponent of ``T`` in ``1/epsilon`` (per B) and in
-    ``B`` (per epsilon), the decades of ``epsilon`` they span, where their intervals lie
-    against 2 and 4, and what that says about ``O(B²/ε²)`` against ``O(B⁴/ε⁴)``."""
+    """The headline sentence for the two bounded learners (Corollary 1's averaged predictor,
+    Doubly SGD under the paper's reading): the exponent of ``T`` in ``1/epsilon`` per B and
+    in ``B`` per epsilon, the decades of ``epsilon`` they span, where their intervals lie
+    against their bound, and :func:`_verdict`."""
     shorts = {k: short for k, short, _, _ in LEARNERS}
     bounds = {k: b for k, _, _, b in LEARNERS}
     sigma = ", ".join(f"{v:g}" for v in ex["noise"])
     below = all(c > ex["targets"][0] for _, c in ex["const"])
     const = _range([c for _, c in ex["const"]], ".2g")
+    span = math.log10(ex["targets"][0] / ex["targets"][-1])
     parts = []
-    for k in COMPARED:
+    for k in BOUNDED:
         if k not in ex["eps"]:
             continue
         e = _pooled([st for _, st in ex["eps"][k]])
@@ -770,57 +776,54 @@ def exponent_words(ex: dict) -> str:
             continue
         dec = [st["decades"] for _, st in ex["eps"][k] if math.isfinite(st["decades"])]
         text = (
-            f"{shorts[k]}: T grows as (1/ε)^p with p = "
+            f"{shorts[k]} (bound: exponent {bounds[k]} in 1/ε and in B): T grows as (1/ε)^p "
+            "with p = "
             + "; ".join(f"{_ci(st)} at B = {B:g}" for B, st in ex["eps"][k] if st["n"] > 1)
-            + f" (ε spanning {_range(dec, '.1f')} decades; every interval "
-            + " or ".join(e[2])
-            + ")"
+            + f" (over {_range(dec, '.1f')} of the targets' {span:.1f} decades of ε)"
         )
-        b = _pooled([st for _, st in ex["B"].get(k, [])])
-        if b is not None:
-            at = [t for t, st in ex["B"][k] if st["n"] > 1]
+        sts = [(t, st) for t, st in ex["B"].get(k, []) if st["n"] > 1]
+        if sts:
+            lo, hi = min(_lo(st) for _, st in sts), max(_hi(st) for _, st in sts)
             text += (
-                f", and as B^q at fixed ε with q from {b[0]:.2f} to {b[1]:.2f} (95% intervals at "
-                f"{len(at)} ε from {min(at):g} to {max(at):g}; every interval "
-                + " or ".join(b[2])
-                + ")"
+                f", and as B^q at fixed ε with q = {_range([st['mean'] for _, st in sts], '.2f')} "
+                f"(at {len(sts)} ε from {min(t for t, _ in sts):g} to "
+                f"{max(t for t, _ in sts):g}; 95% intervals from {lo:.2f} to {hi:.2f})"
             )
-        if bounds.get(k):
-            ends = [x for x in (e, b) if x is not None]
-            hi = max(x[1] for x in ends)
-            lo = min(x[0] for x in ends)
-            bound = bounds[k]
-            text += (
-                f": below its bound's exponent {bound}, so the bound is not tight here"
-                if hi < bound
-                else f": above its bound's exponent {bound} over this range"
-                if lo > bound
-                else f": its intervals reach its bound's exponent {bound}"
-            )
+        ends = [x for x in (e, _pooled([st for _, st in sts])) if x is not None]
+        hi = max(x[1] for x in ends)
+        lo = min(x[0] for x in ends)
+        bound = bounds[k]
+        text += (
+            f": every interval below {bound}"
+            if hi < bound
+            else f": every interval above {bound}"
+            if lo > bound
+            else f": intervals reach {bound}"
+        )
         parts.append(text)
-    verdict = _verdict(ex)
     return (
-        f"what the data show about O(B²/ε²) (Shrinking Gradient, Corollary 1) against O(B⁴/ε⁴) "
-        f"(Doubly SGD, the paper's reading of Dai et al.), with label noise σ = {sigma} on the "
-        f"training and validation labels and clean test labels (excess risk = test loss "
-        f"exactly), "
+        f"what the data show about O(B²/ε²) (Shrinking Gradient's averaged predictor, Corollary "
+        f"1) against O(B⁴/ε⁴) (Doubly SGD, the paper's reading of Dai et al.), with label noise "
+        f"σ = {sigma} on the training and validation labels and clean test labels (excess risk "
+        f"= test loss exactly), "
         + (
             f"every target ε below the mean predictor's excess risk ({const} over B)"
             if below
             else f"not every target ε below the mean predictor's excess risk ({const} over B)"
         )
-        + "; exponents are per-repetition log-log slopes of T(ε) with 95% intervals: "
+        + ", exponents the per-repetition log-log slopes of T(ε) with 95% intervals: "
         + "; ".join(parts)
-        + f". {verdict}"
+        + f". {_verdict(ex)}"
     )
 
 
 def _verdict(ex: dict) -> str:
-    """In words: which exponents the data support. The bounds are upper bounds, so an
-    exponent below both says neither bound is tight here; Doubly SGD's exponent at or below
-    Shrinking Gradient's shows no sign of the extra ``B²/ε²`` factor."""
+    """In words: which exponents the data support. The bounds are upper bounds, so exponents
+    below both say neither bound is tight here; Doubly SGD's below 4 show no sign of the
+    ``B⁴/ε⁴`` dependence; per B, whether Doubly SGD's exponent in ``1/epsilon`` lies above,
+    below or together with Shrinking Gradient's (disjoint or overlapping intervals)."""
     ends = {}
-    for k in ("sg_avg", "dsgd_dai"):
+    for k in BOUNDED:
         sts = [st for _, st in ex["eps"].get(k, [])] + [st for _, st in ex["B"].get(k, [])]
         ends[k] = _pooled(sts)
     sg, ds = ends["sg_avg"], ends["dsgd_dai"]
@@ -831,8 +834,9 @@ def _verdict(ex: dict) -> str:
     if sg[1] < a and ds[1] < a:
         words.append(
             f"Neither bound is tight on these data: every exponent interval of both learners "
-            f"lies below {a} (the bounds are upper bounds, and measured slopes below both "
-            "are consistent with both)"
+            f"lies below {a} (the bounds are upper bounds: measured exponents below both are "
+            "consistent with both and show neither learner needing its bound's number of "
+            "examples)"
         )
     elif ds[1] < b:
         words.append(
@@ -841,25 +845,40 @@ def _verdict(ex: dict) -> str:
         )
     else:
         words.append(f"Doubly SGD's intervals reach {b}: the data allow the B⁴/ε⁴ dependence")
-    sg_e = _pooled([st for _, st in ex["eps"].get("sg_avg", [])])
-    ds_e = _pooled([st for _, st in ex["eps"].get("dsgd_dai", [])])
-    if sg_e and ds_e:
-        if ds_e[1] < sg_e[0]:
-            words.append(
-                "Doubly SGD's ε-exponents lie below Shrinking Gradient's averaged predictor's: "
-                "on these data it is Doubly SGD whose T grows more slowly as ε shrinks"
+    sg_e = dict(ex["eps"].get("sg_avg", []))
+    ds_e = dict(ex["eps"].get("dsgd_dai", []))
+    common = [B for B in sg_e if B in ds_e and sg_e[B]["n"] > 1 and ds_e[B]["n"] > 1]
+    if common:
+        lower = [B for B in common if _hi(ds_e[B]) < _lo(sg_e[B])]
+        higher = [B for B in common if _lo(ds_e[B]) > _hi(sg_e[B])]
+        both = [B for B in common if B not in lower and B not in higher]
+        groups = [(w, Bs) for w, Bs in (("below", lower), ("above", higher)) if Bs]
+        groups += [("overlapping", both)] if both else []
+        ref = ["Shrinking Gradient's averaged predictor's"] + ["it"] * len(groups)
+        said = [f"{w} {ref[i]} at {_Bs(Bs)}" for i, (w, Bs) in enumerate(groups)]
+        words.append(
+            f"Doubly SGD's exponent in 1/ε lies {', '.join(said)} (of {len(common)} B; "
+            "below and above: disjoint 95% intervals)"
+            + (
+                ": on these data Doubly SGD's T grows more slowly than Shrinking Gradient's as "
+                "ε shrinks (the bounds, upper bounds, order them the other way)"
+                if lower and not higher and not both
+                else ""
             )
-        elif ds_e[0] > sg_e[1]:
-            words.append(
-                "Doubly SGD's ε-exponents lie above Shrinking Gradient's averaged predictor's, "
-                "as the paper's comparison says"
-            )
-        else:
-            words.append(
-                "the two learners' ε-exponent intervals overlap: these data do not separate "
-                "their rates"
-            )
+        )
     return "; ".join(words) + "."
+
+
+def _lo(st: dict) -> float:
+    return st["mean"] - st["ci95"]
+
+
+def _hi(st: dict) -> float:
+    return st["mean"] + st["ci95"]
+
+
+def _Bs(Bs: list[float]) -> str:
+    return "B = " + ", ".join(f"{B:g}" for B in Bs)
 
 
 def exponent_tables(ex: dict) -> list[str]:
