@@ -55,8 +55,13 @@ def test_record_digest_hashes_the_dict_form():
             "feature_map": raw["feature_map"],
             "match": raw["budget"]["match"],
             "evaluation": raw["evaluation"],
-            # target_seed was added in 0.2.0 (Param.since): left out at its key_omit, None
-            "data": {k: v for k, v in cell.data.items() if k != "target_seed" or v is not None},
+            # target_seed and noise were added in 0.2.0 (Param.since): left out at their
+            # key_omit, None and 0.0
+            "data": {
+                k: v
+                for k, v in cell.data.items()
+                if not (k == "target_seed" and v is None) and not (k == "noise" and v == 0.0)
+            },
             "engine": raw.get("engine", "numpy"),
         }
     )

@@ -83,6 +83,9 @@ class DatasetSpec:
     # with ``needs_kernel``: labels made with a Monte-Carlo kernel where the map has no closed
     # form (``FeatureMap.kernel_estimate``), so such a map is not refused
     estimated_kernel: bool = False
+    # label noise (a ``noise`` parameter) reaches the training and validation labels only: the
+    # test labels are the clean target, so a test loss is an excess risk over it exactly
+    clean_test: bool = False
     check: Callable[[dict], dict | None] | None = None
     # a small ``dataset`` section that builds quickly (contract tests); it may write a file
     # into the folder it is given. ``None`` for a kind whose data cannot be made up here (the
@@ -124,6 +127,9 @@ def synthetic_sizes(D: int) -> tuple[Param, ...]:
     )
 
 
+# how a dataset's label-noise choice sentence begins: the report prints it only where some
+# ``noise`` is above 0 (:func:`ilnrun.report.sections.setup.applies`)
+NOISE_CHOICE = "With `noise` = σ > 0"
 SPARSITY_LABEL = "target sparsity (support points)"
 SCALE_CHOICE = (
     "Labels are brought into `[-1, 1]` by one factor `1 / max_i |y_i|` computed on the training "

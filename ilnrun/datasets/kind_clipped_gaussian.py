@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import (
+    NOISE_CHOICE,
     SCALE_CHOICE,
     SHARED_SPLITS,
     SPARSITY_LABEL,
@@ -71,6 +72,18 @@ PARAMS = (
         label="target seed",
         since="0.2.0",
     ),
+    param(
+        "noise",
+        "float",
+        0.0,
+        "std sigma of Gaussian label noise added to the training and validation labels (in the "
+        "units of the final labels); test labels stay clean, so a test loss is the excess risk "
+        "over the target exactly (the Bayes risk sigma^2/2 is not in it)",
+        min=0,
+        key_omit=0.0,
+        label="label noise sigma (train and validation)",
+        since="0.2.0",
+    ),
 )
 
 
@@ -87,6 +100,7 @@ def clipped_gaussian(
     center: bool,
     rkhs_norm: float | None,
     target_seed: int | None,
+    noise: float,
 ) -> Dataset:
     """The paper's Figure 1 data; see the module docstring for every choice.
 
@@ -100,7 +114,13 @@ def clipped_gaussian(
     ``a = Σ_j c_j z_j`` with ``sparsity`` fresh inputs ``z_j`` and ``c_j ~ N(0, 1)`` drawn from
     ``default_rng(target_seed)`` — one fixed target (one distribution of ``(x, y)``) for every
     ``T`` and repetition, which only the inputs vary; without it the target is drawn per
-    instance from training points."""
+    instance from training points. ``noise``: ``y_i + sigma xi_i`` with ``xi_i ~ N(0, 1)`` on
+    the training and validation rows only, drawn after every other draw (``noise = 0`` draws
+    nothing, so the instance is the noise-free one); the test labels are the clean ``f*(x)``.
+    For the square loss ``E ½(f(x) - y)² = ½ E (f(x) - f*(x))² + σ²/2``, so the Bayes predictor
+    is ``f*``, the Bayes risk is ``σ²/2`` and a predictor's excess risk
+    ``½ E (f(x) - f*(x))²`` is its test loss on clean labels exactly (no noise term to
+    subtract); with ``rkhs_norm <= B`` ``f*`` is also the best predictor in the ball."""
     n = T + n_val + n_test
     X = np.maximum(rng.standard_normal((n, D)), 0.0)
     if normalize_rows:
@@ -128,6 +148,10 @@ def clipped_gaussian(
         y = y - y[:T].mean()
     if rkhs_norm is None:
         y, info["label_scale"] = scale_labels(y, T)
+    if noise > 0:
+        y = y.copy()
+        y[: T + n_val] += noise * rng.standard_normal(T + n_val)
+        info["noise"] = noise
     info["max_abs_y_train"] = float(np.max(np.abs(y[:T])))
     X = np.ascontiguousarray(X)
     return splits(X, y, T, n_val, info)
@@ -140,6 +164,7 @@ SPEC = DatasetSpec(
     "the coordinate kernel",
     example=lambda folder: {"D": 12, "T": 20, "n_val": 10, "n_test": 15, "sparsity": 3},
     params=PARAMS,
+    clean_test=True,
     choices=(
         "Inputs `x = max(N(0, I_D), 0)`: standard Gaussian with negative values clipped "
         "to 0 (paper Section 6).",
@@ -164,6 +189,11 @@ SPEC = DatasetSpec(
         "generator (`sparsity` fresh clipped-Gaussian points `z_j`, `c_j ~ N(0, 1)`): one "
         "fixed target for every `T` and repetition, so that losses at different `T` are "
         "about one distribution (a rate in `T`); only the inputs are drawn per instance.",
+        NOISE_CHOICE + ", Gaussian noise of std σ is added to the training and "
+        "validation labels (after the scaling, in the labels' final units, drawn after every "
+        "other draw); the test labels stay the clean `y = X a`, so a test loss is exactly the "
+        "excess risk over the Bayes predictor (the target; its risk on noisy labels is σ²/2) "
+        "on the test points.",
         SHARED_SPLITS,
     ),
 )

@@ -15,7 +15,7 @@ from ...config import grid
 from ...datasets import DATASETS, build_dataset
 from ...features import build_feature_map
 from ...learners import LEARNERS as LEARNERS_BY_NAME
-from ...rate import first_reach, rate_slope, slope_over_repetitions
+from ...rate import b_slope_over_repetitions, first_reach, rate_slope, slope_over_repetitions
 from ...theory import best_in_ball_loss_primal
 from ..data import ONE_REPETITION, ReportData, md_table
 
@@ -80,21 +80,44 @@ def roles() -> tuple[str | None, str | None]:
 
 
 def comparator_ok(cfg: dict) -> str | None:
-    """``None`` when the best predictor in the ball is the target itself (noise-free labels of
-    a dataset that scales its target to ``rkhs_norm``, at most every ``B``), else why not."""
+    """``None`` when the best predictor in the ball is the target itself and its test loss is 0
+    (a dataset that scales its target to ``rkhs_norm``, at most the largest ``B`` of each
+    learner, with noise-free test labels: noise-free data or a dataset whose label noise
+    reaches the training and validation labels only, ``DatasetSpec.clean_test``), else why
+    not. With several ``B`` per learner the section reads the cells whose ``B`` is the task's
+    ``rkhs_norm`` (:func:`matched_B`)."""
     ds = cfg["dataset"]
     spec = DATASETS[ds["kind"]]
     declared = {p.name for p in spec.params}
-    if "rkhs_norm" not in declared or ds.get("rkhs_norm") is None or "noise" in declared:
+    noisy = any(v for v in grid.as_list(ds.get("noise") or 0.0))
+    if (
+        "rkhs_norm" not in declared
+        or ds.get("rkhs_norm") is None
+        or (noisy and not spec.clean_test)
+    ):
         return "the excess risk needs noise-free data whose target is scaled to rkhs_norm"
     norms = ds["rkhs_norm"] if isinstance(ds["rkhs_norm"], list) else [ds["rkhs_norm"]]
     radii = []
     for method in roles():
         b = cfg["methods"].get(method, {}).get("B", 1.0)
-        radii += b if isinstance(b, list) else [b]
+        radii.append(max(b) if isinstance(b, list) else b)
     if max(norms) > min(radii):
         return f"the target's RKHS norm {max(norms)} exceeds B = {min(radii)}"
     return None
+
+
+def matched_B(g: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one task (one ``rkhs_norm``) that the rate section reads: for a learner run
+    with several ``B``, the rows whose ``B`` equals the task's ``rkhs_norm`` (the ball is the
+    target's own: a B sweep); rows without a ``B`` (a grid setting) and learners with one
+    ``B`` are kept as they are."""
+    if "B" not in g or "rkhs_norm" not in g or g["rkhs_norm"].isna().all():
+        return g
+    keep = pd.Series(True, index=g.index)
+    for _, h in g.groupby("method"):
+        if h["B"].nunique() > 1:
+            keep[h.index] = h["B"].isna() | np.isclose(h["B"], h["rkhs_norm"])
+    return g[keep]
 
 
 def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
@@ -105,7 +128,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
     fm = build_feature_map(cfg["feature_map"], np.zeros((1, 1)))
     if fm.primal(np.zeros((1, 1))) is None:
         return []
-    B = min(b for m in roles() for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0)))
+    radii = [b for m in roles() for b in grid.as_list(cfg["methods"].get(m, {}).get("B", 1.0))]
+    sweep = _B_sweep(cfg)
     smallest: dict[str, dict] = {}
     for data in grid.dataset_settings(cfg):
         rest = json.dumps({k: v for k, v in data.items() if k != "T"}, sort_keys=True)
@@ -118,6 +142,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
         d = build_dataset(data, np.random.default_rng(grid.seed_sequence(cfg["seed"], key)))
         fmap = build_feature_map(cfg["feature_map"], d.X_train)
         Phi, c = fmap.primal(d.X_test)
+        # in a B sweep the ball is the task's own (matched_B), else the smallest B of the run
+        B = data["rkhs_norm"] if sweep and data["rkhs_norm"] in radii else min(radii)
         best = best_in_ball_loss_primal(Phi, c, d.y_test, B) / len(d.y_test)
         match = runs[(runs["repetition"] == 0) & (runs["T"] == data["T"])]
         for k, v in data.items():
@@ -125,7 +151,8 @@ def comparator_lines(cfg: dict, runs: pd.DataFrame) -> list[str]:
                 match = match[match[k] == v]
         zero = 0.5 * float(np.mean(d.y_test**2))
         same = len(match) and np.isclose(match["test_loss_zero"].iloc[0], zero, rtol=1e-12)
-        label = ", ".join(f"{k} = {v}" for k, v in data.items() if k in ("target_seed", "D", "T"))
+        shown = ("target_seed", "D", "T", "rkhs_norm") if sweep else ("target_seed", "D", "T")
+        label = ", ".join(f"{k} = {v}" for k, v in data.items() if k in shown)
         rows.append([label, f"{zero:.4g}", "yes" if same else "NO", f"{best:.2g}"])
     return [
         "Check of the comparator (repetition 0 at the smallest T of every setting, the instance "
@@ -168,6 +195,7 @@ def _by_rep(rows: pd.DataFrame, metric: str) -> dict[object, tuple[list[float], 
 def learner_curves(g: pd.DataFrame, targets: list[float]) -> dict[str, Curves]:
     """Excess-risk curves of every learner of one task, per target and repetition."""
     proposed, dai_name = roles()
+    g = matched_B(g)
     sg = g[g["method"] == proposed]
     ds = g[g["method"] == dai_name]
     dai = ds[ds["preset"] == "dai"]
@@ -360,6 +388,9 @@ def headline_lines(r: ReportData) -> list[str]:
         f"- The rate claim against Doubly SGD, {r.run_protocol}: {f}"
         for f in flags(r, dai, targets)
     ]
+    ex = exponents(r, targets)
+    if ex is not None:
+        L.append(f"- The rate claim against Doubly SGD, {r.run_protocol}: {exponent_words(ex)}")
     return L
 
 
@@ -462,17 +493,31 @@ def render(r: ReportData) -> list[str]:
     if why:
         return L + [f"Not computed: {why}.", ""]
     targets, tasks = _targets_tasks(r, dai)
+    labels = (
+        "the labels are noise-free, so its loss is 0 on every split"
+        if not _noise(r.cfg)
+        else "the test labels are clean (the label noise, sigma = "
+        + ", ".join(f"{v:g}" for v in _noise(r.cfg))
+        + ", is on the training and validation labels only), so it is also the Bayes "
+        "predictor, its test loss is 0"
+    )
     L += [
         "The best predictor in the ball `‖f‖_H ≤ B` is the target itself: its RKHS norm is "
-        "`rkhs_norm ≤ B` and the labels are noise-free, so its loss is 0 on every split and a "
-        "predictor's excess risk is its test loss. Targets epsilon: the `epsilon` values of "
+        f"`rkhs_norm ≤ B` and {labels} and a predictor's excess risk is its test loss"
+        + (
+            " (with several B per learner, the cells whose B is the task's rkhs_norm)"
+            if _B_sweep(r.cfg)
+            else ""
+        )
+        + ". Targets epsilon: the `epsilon` values of "
         "Doubly SGD's `dai` preset. Doubly SGD's selected settings (cap per epsilon, eta and "
         "schedule for the validation-selected rows) are chosen per T on the mean validation "
         "loss over repetitions among the settings with no diverged repetition.",
         "",
     ]
-    L += ["Learners:", ""] + [f"- **{short}**: {desc}." for _, short, desc, _ in LEARNERS] + [""]
-    L += SOURCES + comparator_lines(r.cfg, r.runs)
+    run = [row for row in LEARNERS if row[0] != "dsgd_dai_literal" or dai["cap"].isna().any()]
+    L += ["Learners:", ""] + [f"- **{short}**: {desc}." for _, short, desc, _ in run] + [""]
+    L += sources(r.cfg) + comparator_lines(r.cfg, r.runs)
     groups = runs.groupby(tasks, dropna=False) if tasks else [((), runs)]
     body, summaries = [], []
     for key, g in groups:
@@ -494,6 +539,9 @@ def render(r: ReportData) -> list[str]:
             f"before a learner beats predicting the mean.",
             "",
         ]
+    ex = exponents(r, targets)
+    if ex is not None:
+        L += exponent_tables(ex)
     return L + body
 
 
@@ -555,6 +603,53 @@ def overview(summaries: list[dict], targets: list[float], literal: pd.DataFrame)
     return L
 
 
+def _B_sweep(cfg: dict) -> bool:
+    return len(grid.as_list(cfg["dataset"].get("rkhs_norm"))) > 1
+
+
+def sources(cfg: dict) -> list[str]:
+    """Where each setting of the rate design comes from; the assumptions name the config's
+    theta nu (which of Dai et al.'s theorems allow it), B and label noise."""
+    dsgd = cfg["methods"].get(roles()[1], {})
+    theta_nu = [float(v) for v in grid.as_list(dsgd.get("theta_nu", 1.5))]
+    if all(v.is_integer() for v in theta_nu):
+        tn = (
+            "theta nu = "
+            + ", ".join(f"{v:g}" for v in theta_nu)
+            + ", positive integers as Theorems 5–6 (and so the generalisation bound) need"
+        )
+    elif theta_nu == [1.5]:
+        tn = (
+            "theta nu = 1.5, inside (1, 2): allowed by Theorem 4 only, outside "
+            "the theta nu in ℤ₊ that Theorems 5–6 (and so the generalisation bound) need"
+        )
+    else:
+        tn = "theta nu = " + ", ".join(f"{v:g}" for v in theta_nu)
+    norms = ", ".join(f"{v:g}" for v in grid.as_list(cfg["dataset"].get("rkhs_norm")))
+    sigma = _noise(cfg)
+    tail = (
+        "noise-free labels, so the best-in-ball risk is 0 and the excess risk is exactly the "
+        "test loss."
+        if not sigma
+        else "Gaussian label noise sigma = "
+        + ", ".join(f"{v:g}" for v in sigma)
+        + " on the training and validation labels and clean test labels, so the target is "
+        "the Bayes predictor (risk sigma²/2 on noisy labels) and the excess risk is exactly "
+        "the test loss."
+    )
+    return [
+        *SOURCES[:4],
+        "- Assumed where the papers are silent: nu = epsilon/B² exactly (the paper gives only "
+        f"O(epsilon/B²)); {tn}; the cap "
+        "on the first steps (gamma_t = theta/(t + theta/cap), selected on validation; without it "
+        "the pass diverges); "
+        f"B = the target's RKHS norm ({norms}); Shrinking Gradient's c as in theorem1; one pass "
+        "over a fixed sample (Dai et al. sample fresh data every iteration; a single pass is the "
+        f"same); {tail}",
+        "",
+    ]
+
+
 SOURCES = [
     "Settings and their sources:",
     "",
@@ -569,14 +664,271 @@ SOURCES = [
     "gamma_t = theta/t with theta nu in (1, 2) ∪ ℤ₊ (Theorem 4; Theorem 5 and the "
     "generalisation bound, Theorem 6, ask for theta nu in ℤ₊), one random feature per "
     "iteration (Algorithm 1), and the final iterate f_{t+1} (Theorems 4–6).",
-    "- Assumed where the papers are silent: nu = epsilon/B² exactly (the paper gives only "
-    "O(epsilon/B²)); theta nu = 1.5, inside (1, 2): allowed by Theorem 4 only, outside "
-    "the theta nu in ℤ₊ that Theorems 5–6 (and so the generalisation bound) need; the cap "
-    "on the first steps (gamma_t = theta/(t + theta/cap), selected on validation; without it "
-    "the pass diverges); "
-    "B = the target's RKHS norm (1); Shrinking Gradient's c as in theorem1; one pass over a "
-    "fixed sample (Dai et al. sample fresh data every iteration; a single pass is the same); "
-    "noise-free labels, so the best-in-ball risk is 0 and the excess risk is exactly the "
-    "test loss.",
-    "",
 ]
+
+
+# ----------------------------------------------------------------------------------------------
+# exponents against the two bounds, where they can be told apart (label noise, a B sweep)
+
+# the exponents of T in 1/epsilon and in B: Corollary 1's O(B²/ε²), the reading of Dai et al.'s
+# O(B⁴/ε⁴)
+EXPONENTS = (2, 4)
+# the learners whose exponents the section measures, and the two with a bound (the words)
+COMPARED = ("sg_avg", "dsgd_dai", "sg_final", "dsgd_val")
+BOUNDED = ("sg_avg", "dsgd_dai")
+
+
+def _noise(cfg: dict) -> list[float]:
+    return [float(v) for v in grid.as_list(cfg["dataset"].get("noise") or 0.0) if v]
+
+
+def exponents(r: ReportData, targets: list[float]) -> dict | None:
+    """The exponents of ``T(epsilon)`` where the two bounds can be told apart: ``None`` unless
+    the labels are noisy (``dataset.noise > 0``; with noise-free realisable labels a learner can
+    beat every worst-case rate). Per learner and task (``rkhs_norm`` = B): the slope of ``T``
+    against ``1/epsilon`` (:func:`ilnrun.rate.slope_over_repetitions`); per learner and target,
+    with two or more ``rkhs_norm`` values, the slope of ``T`` against ``B``
+    (:func:`ilnrun.rate.b_slope_over_repetitions`); per task the mean predictor's test loss
+    (its excess risk: the test labels are clean). Returns ``eps`` ({learner: [(B, stats)]}),
+    ``B`` ({learner: [(epsilon, stats)]}), ``const`` ([(B, loss)]), ``noise``, ``targets``."""
+    runs = r.runs
+    if not _noise(r.cfg) or "preset" not in runs or "epsilon" not in runs:
+        return None
+    dai = runs[(runs["method"] == roles()[1]) & (runs["preset"] == "dai")]
+    if dai.empty or comparator_ok(r.cfg):
+        return None
+    tasks = _targets_tasks(r, dai)[1]
+    groups = runs.groupby(tasks, dropna=False) if tasks else [((), runs)]
+    eps: dict[str, list] = {}
+    by_B: dict[str, dict[float, dict]] = {}
+    const = []
+    for _, g in groups:
+        B = float(g["rkhs_norm"].iloc[0])
+        curves = learner_curves(g, targets)
+        for k in COMPARED:
+            if k in curves:
+                eps.setdefault(k, []).append((B, slope_over_repetitions(curves[k])))
+                by_B.setdefault(k, {})[B] = curves[k]
+        if "test_loss_const" in g:
+            const.append((B, float(g["test_loss_const"].mean())))
+    Bslope: dict[str, list] = {}
+    if "rkhs_norm" in tasks and len(tasks) == 1:
+        for k, per_B in by_B.items():
+            if len(per_B) > 1:
+                Bslope[k] = [
+                    (t, b_slope_over_repetitions({B: c[t] for B, c in per_B.items()}, t))
+                    for t in targets
+                ]
+    return {
+        "eps": eps,
+        "B": Bslope,
+        "const": const,
+        "noise": _noise(r.cfg),
+        "targets": targets,
+    }
+
+
+def _ci(st: dict) -> str:
+    return f"{st['mean']:.2f} [{_lo(st):.2f}, {_hi(st):.2f}]"
+
+
+def _where(lo: float, hi: float) -> str:
+    """Where an interval lies against the two exponents 2 and 4."""
+    a, b = EXPONENTS
+    if hi < a:
+        return f"below both {a} and {b}"
+    if lo > b:
+        return f"above both {a} and {b}"
+    if lo <= a <= hi:
+        return f"holds {a}" + (f" and {b}" if hi >= b else f", below {b}")
+    if hi < b:
+        return f"between {a} and {b}"
+    return f"above {a}, holds {b}"
+
+
+def _pooled(sts: list[dict]) -> tuple[float, float, list[str]] | None:
+    """The lowest lower and highest upper end of the intervals with a slope, and the places
+    of every interval against the exponents."""
+    ok = [st for st in sts if st["n"] > 1 and math.isfinite(st["mean"])]
+    if not ok:
+        return None
+    return min(map(_lo, ok)), max(map(_hi, ok)), sorted({_where(_lo(st), _hi(st)) for st in ok})
+
+
+def exponent_words(ex: dict) -> str:
+    """The headline sentence for the two bounded learners (Corollary 1's averaged predictor,
+    Doubly SGD under the paper's reading): the exponent of ``T`` in ``1/epsilon`` per B and
+    in ``B`` per epsilon, the decades of ``epsilon`` they span, where their intervals lie
+    against their bound, and :func:`_verdict`."""
+    shorts = {k: short for k, short, _, _ in LEARNERS}
+    bounds = {k: b for k, _, _, b in LEARNERS}
+    sigma = ", ".join(f"{v:g}" for v in ex["noise"])
+    below = all(c > ex["targets"][0] for _, c in ex["const"])
+    const = _range([c for _, c in ex["const"]], ".2g")
+    span = math.log10(ex["targets"][0] / ex["targets"][-1])
+    parts = []
+    for k in BOUNDED:
+        if k not in ex["eps"]:
+            continue
+        e = _pooled([st for _, st in ex["eps"][k]])
+        if e is None:
+            parts.append(f"{shorts[k]}: no slope (fewer than two targets reached inside the grid)")
+            continue
+        dec = [st["decades"] for _, st in ex["eps"][k] if math.isfinite(st["decades"])]
+        text = (
+            f"{shorts[k]} (bound: exponent {bounds[k]} in 1/ε and in B): T grows as (1/ε)^p "
+            "with p = "
+            + "; ".join(f"{_ci(st)} at B = {B:g}" for B, st in ex["eps"][k] if st["n"] > 1)
+            + f" (over {_range(dec, '.1f')} of the targets' {span:.1f} decades of ε)"
+        )
+        sts = [(t, st) for t, st in ex["B"].get(k, []) if st["n"] > 1]
+        if sts:
+            lo, hi = min(_lo(st) for _, st in sts), max(_hi(st) for _, st in sts)
+            text += (
+                f", and as B^q at fixed ε with q = {_range([st['mean'] for _, st in sts], '.2f')} "
+                f"(at {len(sts)} ε from {min(t for t, _ in sts):g} to "
+                f"{max(t for t, _ in sts):g}; 95% intervals from {lo:.2f} to {hi:.2f})"
+            )
+        ends = [x for x in (e, _pooled([st for _, st in sts])) if x is not None]
+        hi = max(x[1] for x in ends)
+        lo = min(x[0] for x in ends)
+        bound = bounds[k]
+        text += (
+            f": every interval below {bound}"
+            if hi < bound
+            else f": every interval above {bound}"
+            if lo > bound
+            else f": intervals reach {bound}"
+        )
+        parts.append(text)
+    return (
+        f"what the data show about O(B²/ε²) (Shrinking Gradient's averaged predictor, Corollary "
+        f"1) against O(B⁴/ε⁴) (Doubly SGD, the paper's reading of Dai et al.), with label noise "
+        f"σ = {sigma} on the training and validation labels and clean test labels (excess risk "
+        f"= test loss exactly), "
+        + (
+            f"every target ε below the mean predictor's excess risk ({const} over B)"
+            if below
+            else f"not every target ε below the mean predictor's excess risk ({const} over B)"
+        )
+        + ", exponents the per-repetition log-log slopes of T(ε) with 95% intervals: "
+        + "; ".join(parts)
+        + f". {_verdict(ex)}"
+    )
+
+
+def _verdict(ex: dict) -> str:
+    """In words: which exponents the data support. The bounds are upper bounds, so exponents
+    below both say neither bound is tight here; Doubly SGD's below 4 show no sign of the
+    ``B⁴/ε⁴`` dependence; per B, whether Doubly SGD's exponent in ``1/epsilon`` lies above,
+    below or together with Shrinking Gradient's (disjoint or overlapping intervals)."""
+    ends = {}
+    for k in BOUNDED:
+        sts = [st for _, st in ex["eps"].get(k, [])] + [st for _, st in ex["B"].get(k, [])]
+        ends[k] = _pooled(sts)
+    sg, ds = ends["sg_avg"], ends["dsgd_dai"]
+    if sg is None or ds is None:
+        return "Without slopes for both learners the data say nothing about the two exponents."
+    a, b = EXPONENTS
+    words = []
+    if sg[1] < a and ds[1] < a:
+        words.append(
+            f"Neither bound is tight on these data: every exponent interval of both learners "
+            f"lies below {a} (the bounds are upper bounds: measured exponents below both are "
+            "consistent with both and show neither learner needing its bound's number of "
+            "examples)"
+        )
+    elif ds[1] < b:
+        words.append(
+            f"Doubly SGD's exponents stay below {b}: the data show no sign of the B⁴/ε⁴ "
+            "dependence (an upper bound that is not tight here)"
+        )
+    else:
+        words.append(f"Doubly SGD's intervals reach {b}: the data allow the B⁴/ε⁴ dependence")
+    sg_e = dict(ex["eps"].get("sg_avg", []))
+    ds_e = dict(ex["eps"].get("dsgd_dai", []))
+    common = [B for B in sg_e if B in ds_e and sg_e[B]["n"] > 1 and ds_e[B]["n"] > 1]
+    if common:
+        lower = [B for B in common if _hi(ds_e[B]) < _lo(sg_e[B])]
+        higher = [B for B in common if _lo(ds_e[B]) > _hi(sg_e[B])]
+        both = [B for B in common if B not in lower and B not in higher]
+        groups = [(w, Bs) for w, Bs in (("below", lower), ("above", higher)) if Bs]
+        groups += [("overlapping", both)] if both else []
+        ref = ["Shrinking Gradient's averaged predictor's"] + ["it"] * len(groups)
+        said = [f"{w} {ref[i]} at {_Bs(Bs)}" for i, (w, Bs) in enumerate(groups)]
+        words.append(
+            f"Doubly SGD's exponent in 1/ε lies {', '.join(said)} (of {len(common)} B; "
+            "below and above: disjoint 95% intervals)"
+            + (
+                ": on these data Doubly SGD's T grows more slowly than Shrinking Gradient's as "
+                "ε shrinks (the bounds, upper bounds, order them the other way)"
+                if lower and not higher and not both
+                else ""
+            )
+        )
+    return "; ".join(words) + "."
+
+
+def _lo(st: dict) -> float:
+    return st["mean"] - st["ci95"]
+
+
+def _hi(st: dict) -> float:
+    return st["mean"] + st["ci95"]
+
+
+def _Bs(Bs: list[float]) -> str:
+    return "B = " + ", ".join(f"{B:g}" for B in Bs)
+
+
+def exponent_tables(ex: dict) -> list[str]:
+    """The section's tables: the slope of T against 1/epsilon per learner and B, the slope of
+    T against B per learner and epsilon, and the words of :func:`exponent_words`."""
+    shorts = {k: short for k, short, _, _ in LEARNERS}
+    rows = []
+    for k, per in ex["eps"].items():
+        for B, st in per:
+            rows.append(
+                [
+                    shorts[k],
+                    f"{B:g}",
+                    _ci(st) if st["n"] > 1 else "—",
+                    f"{1 / st['x_hi']:g}–{1 / st['x_lo']:g}" if st["n"] else "—",
+                    f"{st['decades']:.1f}" if math.isfinite(st["decades"]) else "—",
+                    f"{st['n']}" + (f" ({st['dropped']} without)" if st["dropped"] else ""),
+                ]
+            )
+    L = [
+        "### Exponents against O(B²/ε²) and O(B⁴/ε⁴)",
+        "",
+        "With label noise on the training and validation labels and clean test labels, a "
+        "predictor's test loss is its excess risk exactly, and the worst-case exponents can show. "
+        "Exponent of T in 1/ε per B (per-repetition log-log slope of T(ε) over the targets its "
+        "own curve reaches inside the grid, 95% Student-t interval of the mean; the ε range and "
+        "its decades are those of the repetitions' points):",
+        "",
+        md_table(["learner", "B", "exponent [95% CI]", "ε used", "decades", "repetitions"], rows),
+        "",
+    ]
+    rows = []
+    for k, per in ex["B"].items():
+        for t, st in per:
+            rows.append(
+                [
+                    shorts[k],
+                    f"{t:g}",
+                    _ci(st) if st["n"] > 1 else "—",
+                    f"{st['x_lo']:g}–{st['x_hi']:g}" if st["n"] else "—",
+                    f"{st['n']}" + (f" ({st['dropped']} without)" if st["dropped"] else ""),
+                ]
+            )
+    if rows:
+        L += [
+            "Exponent of T in B at fixed ε (per-repetition log-log slope of T(ε) against the "
+            "target's RKHS norm B = the learner's B, over the B whose curve reaches ε inside "
+            "the grid; bounds: 2 for Shrinking Gradient's average, 4 for Doubly SGD):",
+            "",
+            md_table(["learner", "ε", "exponent [95% CI]", "B used", "repetitions"], rows),
+            "",
+        ]
+    return L + [f"In words: {exponent_words(ex)}", ""]

@@ -7,9 +7,11 @@ from itertools import product
 
 from ...budget import derive
 from ...cell import DIVERGED_FACTOR
+from ...config.grid import as_list
 from ...config.keys import EDGES_OK, grid_params
 from ...config.schema import data_lines
 from ...datasets import DATASETS
+from ...datasets.base import NOISE_CHOICE
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
 from ..data import ONE_REPETITION, ReportData, label, m_test_text, md_table
@@ -125,8 +127,12 @@ MAX_LABEL_SCALING = "`1 / max_i |y_i|`"
 def applies(choice: str, ds: dict) -> bool:
     """Whether a dataset's choice sentence describes this setting: with ``rkhs_norm`` set the
     labels are not scaled by their largest training value (the target is scaled to that RKHS
-    norm instead, which the dataset's own ``rkhs_norm`` sentence says)."""
-    return not (ds.get("rkhs_norm") is not None and MAX_LABEL_SCALING in choice)
+    norm instead, which the dataset's own ``rkhs_norm`` sentence says); the label-noise
+    sentence only where some ``noise`` is above 0."""
+    if ds.get("rkhs_norm") is not None and MAX_LABEL_SCALING in choice:
+        return False
+    noise = ds.get("noise") or 0.0
+    return not (choice.startswith(NOISE_CHOICE) and not any(as_list(noise)))
 
 
 def _scored_points(cfg, T) -> int:
