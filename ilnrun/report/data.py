@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..config.keys import EDGES_OK
@@ -64,18 +65,42 @@ def x_axis(cfg: dict) -> str | None:
     return None
 
 
+# the selected rows of the last few runs tables :func:`pick` saw, by ``id`` (the table is kept
+# with them, so that an id is not reused while it is here)
+_SELECTED: dict[int, tuple[pd.DataFrame, pd.DataFrame]] = {}
+
+
+def selected_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``runs`` whose setting was selected on validation (in table order), computed
+    once per table: a report picks from them thousands of times, and a run with wide grids has
+    50 and more settings per selected one."""
+    hit = _SELECTED.get(id(runs))
+    if hit is not None and hit[0] is runs:
+        return hit[1]
+    if len(_SELECTED) >= 8:
+        _SELECTED.pop(next(iter(_SELECTED)))
+    sel = runs[runs["selected"].to_numpy(dtype=bool, na_value=False)]
+    _SELECTED[id(runs)] = (runs, sel)
+    return sel
+
+
+def _match(runs: pd.DataFrame, method: str, keys: dict) -> np.ndarray:
+    """The mask of ``method``'s rows matching ``keys`` (one mask over the columns compared, then
+    one take of the wide table: filtering it step by step copied every column at each step)."""
+    mask = (runs["method"] == method).to_numpy(dtype=bool, na_value=False)
+    for k, v in keys.items():
+        mask = mask & (runs[k] == v).to_numpy(dtype=bool, na_value=False)
+    return mask
+
+
 def pick(runs: pd.DataFrame, method: str, keys: dict, by: str | None) -> pd.DataFrame:
     """Rows of ``method`` matching ``keys`` for one hyperparameter setting: the one selected on
     validation loss (``by=None``), or the one with the lowest mean ``by`` over repetitions
     among the settings none of whose repetitions diverged or timed out (as selection does)."""
-    # one mask over the columns compared, then one take of the (wide) table: filtering it step
-    # by step copied every column at each step (most of a big report's time)
-    mask = (runs["method"] == method).to_numpy(dtype=bool, na_value=False)
-    for k, v in keys.items():
-        mask = mask & (runs[k] == v).to_numpy(dtype=bool, na_value=False)
     if by is None:
-        return runs[mask & runs["selected"].to_numpy(dtype=bool, na_value=False)]
-    g = runs[mask]
+        sel = selected_rows(runs)
+        return sel[_match(sel, method, keys)]
+    g = runs[_match(runs, method, keys)]
     failed = (g["diverged"] | g["timed_out"]).groupby(g["setting"]).any()
     ok = g[g["setting"].isin(failed.index[~failed])]
     if ok.empty:
@@ -267,6 +292,8 @@ class ReportData:
         reps = self.runs["repetition"].nunique() if "repetition" in self.runs else 0
         self.repetitions = int(reps) or int(self.cfg.get("repetitions", 1))
         self._views: dict[str, pd.DataFrame | None] = {}
+        self._vs_mean: dict[tuple, dict] = {}  # vs_mean's answers
+        self._summary_rows: dict[tuple, pd.DataFrame] = {}  # summary_rows' answers
 
     @property
     def eval_kernel(self) -> str:
@@ -380,12 +407,17 @@ class ReportData:
         return bool(self.summary.loc[self.summary["method"] == method, "dsgd_k"].notna().any())
 
     def summary_rows(self, method: str, k: int | None, x: Any) -> pd.DataFrame:
-        s = self.summary[self.summary["method"] == method]
-        if self.budgeted(method) and k is not None:
-            s = s[s["dsgd_k"] == k]
-        if self.xa and x is not None:
-            s = s[s[self.xa] == x]
-        return s
+        """The summary's rows of ``method`` at budget ``k`` and x value ``x`` (each computed
+        once: the tables ask for them many times)."""
+        key = (method, k, repr(x))
+        if key not in self._summary_rows:
+            s = self.summary[self.summary["method"] == method]
+            if self.budgeted(method) and k is not None:
+                s = s[s["dsgd_k"] == k]
+            if self.xa and x is not None:
+                s = s[s[self.xa] == x]
+            self._summary_rows[key] = s
+        return self._summary_rows[key]
 
     def cell(self, method: str, metric: str, k: int | None, x: Any, flag: bool = False) -> str:
         """``mean ± ci`` of a selected setting; ``all settings diverged`` when the group has no
@@ -408,9 +440,13 @@ class ReportData:
         self, method: str, k: int | None, x: Any, metric: str = "test_loss", mode: str | None = None
     ) -> dict:
         """Paired ``metric − best constant`` of ``method``'s selected setting at (k, x), on the
-        runs of protocol ``mode`` (:meth:`view`)."""
-        keys = self.keys(k if self.budgeted(method) else None, x)
-        return against(self.view(mode), method, keys, metric)
+        runs of protocol ``mode`` (:meth:`view`); computed once per question (a report asks
+        each several times: tables, flags, verdicts)."""
+        key = (method, k, repr(x), metric, mode)
+        if key not in self._vs_mean:
+            keys = self.keys(k if self.budgeted(method) else None, x)
+            self._vs_mean[key] = against(self.view(mode), method, keys, metric)
+        return self._vs_mean[key]
 
     def mean_flag(self, method: str, k: int | None, x: Any, metric: str = "test_loss") -> str:
         """``''`` when the selected setting beats the mean predictor significantly (paired, 95%),
