@@ -114,11 +114,11 @@ def test_a_new_learner_appears_in_every_output(toy_registered, tmp_path):
 
 def test_todays_cell_ids_are_kept():
     """Golden ids of configs/figure1.yaml, computed by the code before the specs existed: the
-    seeds of every committed experiment are unchanged."""
-    cells = C.cells(C.load(PACKAGE.parent / "configs" / "figure1.yaml"))
-    assert len(cells) == 9600
-    assert cells[0].id == "ed9e25d2ece3ea03369c"
-    assert cells[-1].id == "3628d4e9fb22e4658e59"
+    seeds of every committed experiment are unchanged (the first and last of its 9 600 cells
+    then; its grids have grown since, and the old cells are kept among the new)."""
+    ids = {c.id for c in C.cells(C.load(PACKAGE.parent / "configs" / "figure1.yaml"))}
+    assert len(ids) >= 9600
+    assert {"ed9e25d2ece3ea03369c", "3628d4e9fb22e4658e59"} <= ids
 
 
 def _with_default(monkeypatch, method: str, key: str, value) -> None:
