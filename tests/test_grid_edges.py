@@ -89,9 +89,6 @@ def test_the_report_names_the_reason_beside_the_edge():
     assert given == plain + " (accepted by the config's `edges_ok`: larger steps diverge)"
 
 
-@pytest.mark.xfail(
-    strict=False, reason="committed experiments are rerun with extended grids in this round"
-)
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda p: str(p.parent.relative_to(REPO)))
 def test_no_committed_selection_sits_at_an_unexplained_grid_edge(folder):
     """Every selected setting of a committed experiment (each learner, budget and dataset
