@@ -398,8 +398,9 @@ def headline_lines(r: ReportData) -> list[str]:
 
 def outcome_text(summaries: list[dict], targets: list[float]) -> str:
     """Which learner needs more examples: for Corollary 1's averaged predictor (SG avg) against
-    Shrinking Gradient's final iterate and each Doubly SGD row, the ratio ``T_SG(ε) / T_DSGD(ε)`` of the mean curves' first reaches
-    over every setting and target both reach inside the grid (neither ``≤`` nor ``>``):
+    Shrinking Gradient's final iterate and each Doubly SGD row, the ratio ``T_SG(ε) / T_b(ε)``
+    of the mean curves' first reaches over every setting and target both reach inside the grid
+    (neither ``≤`` nor ``>``):
     ``SG avg needs 2.2–2.4× more examples than DSGD Dai at 4 of 4 (setting, ε) (2,972 against
     1,348 at ε = 0.0005)``."""
     a, others = OUTCOME
