@@ -19,8 +19,8 @@ Native thread pools (BLAS) run one thread, as in every cell.
 3. Algorithm-2 test estimates (``KernelExpansion.predict_estimated``) per second, compiled and
    numpy: figure1's setting (T = 200 stored examples, ``m_test`` = 1 000, D = 800).
 4. ``threads`` 1 against 2 on one big cell (T = 100 000, m = 50 000, a prefix of rounds).
-5. (``--figure1``) ``ilnrun run configs/figure1.yaml --jobs 2`` end to end: compiled with a
-   warm cache, with an empty one (``NUMBA_CACHE_DIR`` a fresh directory), with numba hidden,
+5. (``--figure1``) ``ilnrun run configs/figure1_paper_grid.yaml --jobs 2`` end to end: compiled
+   with a warm cache, with an empty one (``NUMBA_CACHE_DIR`` a fresh directory), with numba hidden,
    and the code of ``--against`` (a git revision, default the previous commit) warm and empty;
    ``runs.csv`` compared across all of them.
 """
@@ -204,8 +204,8 @@ TIMING = ("wall_s", "eval_s", "train_s", "cell_s")
 
 
 def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
-    """``ilnrun run configs/figure1.yaml --jobs J`` end to end, wall and CPU seconds (this
-    process's children), min / median / max over ``repeat`` runs, the variants interleaved:
+    """``ilnrun run configs/figure1_paper_grid.yaml --jobs J`` end to end, wall and CPU seconds
+    (this process's children), min / median / max over ``repeat`` runs, the variants interleaved:
     this code compiled with a warm cache, with an empty one, and with numba hidden (an import
     of numba fails: the numpy code); ``against`` (a git revision, e.g. the previous commit)
     warm and empty. The runs.csv of every variant is compared with this code's (timing columns
@@ -238,7 +238,7 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
             out = tmp / f"f1-{len(list(tmp.iterdir()))}"
             env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "MPLBACKEND": "Agg"}
             env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, str(tree)) if p)
-            cmd = [sys.executable, "-m", "ilnrun.cli", "run", "configs/figure1.yaml"]
+            cmd = [sys.executable, "-m", "ilnrun.cli", "run", "configs/figure1_paper_grid.yaml"]
             cmd += ["--out", str(out), "--jobs", str(jobs), "--fresh", "--quiet"]
             r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             subprocess.run(cmd, check=True, cwd=tree, env=env)
@@ -339,7 +339,8 @@ def section(R: dict) -> list[str]:
         f1 = R["figure1"]
         L += [
             "",
-            f"**figure1 end to end** (`ilnrun run configs/figure1.yaml --jobs {f1['jobs']}`, "
+            "**figure1 end to end** (`ilnrun run configs/figure1_paper_grid.yaml "
+            f"--jobs {f1['jobs']}`, "
             f"{f1['repeat']} runs of each variant, interleaved; min / median / max seconds; "
             "runs.csv compared with this code's warm run, timing columns aside):",
             "",

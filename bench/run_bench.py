@@ -20,13 +20,14 @@ What is measured (wall-clock seconds from ``time.perf_counter`` unless stated; t
 5. The issue's check through the command line: SG alone, D = 800, ``budget: {match: samples,
    dsgd_k: M}`` (so m = M); ``wall_s`` of (T=10 000, m=2 000) and (T=20 000, m=1 000) over
    (T=10 000, m=1 000).
-6. ``configs/figure1.yaml``: per-cell train / evaluation time of each learner (one D, one
-   repetition, in process) and the wall time of ``ilnrun run configs/figure1.yaml --jobs N``.
+6. ``configs/figure1_paper_grid.yaml``: per-cell train / evaluation time of each learner (one D,
+   one repetition, in process) and the wall time of
+   ``ilnrun run configs/figure1_paper_grid.yaml --jobs N``.
 0. (``bench/compiled.py``, run at the end) the compiled kernels against the numpy code.
 7. The jax engine (when jax is installed), on whatever device jax finds: Shrinking Gradient
    samples per second for one cell and for lockstep batches against the numpy engine in the same
-   run, and ``ilnrun run configs/figure1.yaml --engine jax`` end to end with a cold compilation
-   cache (an empty temporary one) and a warm one (the same again).
+   run, and ``ilnrun run configs/figure1_paper_grid.yaml --engine jax`` end to end with a cold
+   compilation cache (an empty temporary one) and a warm one (the same again).
 
 Usage: ``python bench/run_bench.py [--quick] [--jobs 2] [--skip-figure1] [--skip-jax]
 [--only-jax] [--out PATH]``.
@@ -417,7 +418,7 @@ def bench_cli_check(tmp: Path, T1: int, m1: int, rounds: int) -> dict:
 def bench_figure1_cells(repeat: int) -> pd.DataFrame:
     """Per-cell train (``wall_s``) and total time of each learner over the figure1 cells of
     one D (800, the largest) and one repetition, in this process (one core)."""
-    cfg = C.load(ROOT / "configs" / "figure1.yaml")
+    cfg = C.load(ROOT / "configs" / "figure1_paper_grid.yaml")
     cells = [c for c in C.cells(cfg) if c.rep == 0 and c.data.get("D") == max(cfg["dataset"]["D"])]
     cellmod.run_cell(cfg, cells[0])  # build the data instance outside the timing
     rows = []
@@ -446,11 +447,12 @@ def bench_figure1_cells(repeat: int) -> pd.DataFrame:
 
 
 def bench_figure1_run(tmp: Path, jobs: int) -> dict:
-    cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
+    cfg = C.load(ROOT / "configs" / "figure1_paper_grid.yaml").as_dict()
     cpu = CpuClock()
     wall, cpu_s = run_cli(cfg, tmp / "figure1", jobs=jobs)
     n = len(pd.read_csv(tmp / "figure1" / "runs.csv"))
-    print(f"  ilnrun run configs/figure1.yaml --jobs {jobs}: {wall:.1f} s ({n} cells)", flush=True)
+    cmd = f"ilnrun run configs/figure1_paper_grid.yaml --jobs {jobs}"
+    print(f"  {cmd}: {wall:.1f} s ({n} cells)", flush=True)
     return dict(wall_s=wall, cpu_s=cpu_s, cells=n, jobs=jobs, steal=cpu.steal_share())
 
 
@@ -520,7 +522,7 @@ def bench_jax(tmp: Path, quick: bool, jobs: int, figure1: bool) -> dict:
         )
     out = {"device": dev, "gpu": gpu, "sg": rows}
     if figure1:
-        cfg = C.load(ROOT / "configs" / "figure1.yaml").as_dict()
+        cfg = C.load(ROOT / "configs" / "figure1_paper_grid.yaml").as_dict()
         if quick:
             cfg["dataset"]["D"], cfg["repetitions"] = [550, 800], 1
         cache = {"ILNRUN_JAX_CACHE": str(tmp / "jax-cache")}
@@ -565,7 +567,7 @@ def jax_section(R: dict) -> list[str]:
         base = f1.get("numpy", (R.get("figure1") or {}).get("wall_s"))
         L += [
             "",
-            "`ilnrun run configs/figure1.yaml` end to end (evaluation included"
+            "`ilnrun run configs/figure1_paper_grid.yaml` end to end (evaluation included"
             + ("; --quick: D = 550 and 800, one repetition" if "numpy" in f1 else "")
             + "):",
             "",
@@ -641,7 +643,7 @@ def write_report(path: Path, R: dict) -> None:
     fig = R.get("figure1")
     if fig:
         L.append(
-            f"| `ilnrun run configs/figure1.yaml --jobs {fig['jobs']}` ≤ 60 s | "
+            f"| `ilnrun run configs/figure1_paper_grid.yaml --jobs {fig['jobs']}` ≤ 60 s | "
             f"{fig['wall_s']:.1f} s | {verdict(fig['wall_s'] <= 60)} |"
         )
     L += [
@@ -785,9 +787,10 @@ def write_report(path: Path, R: dict) -> None:
         cells = R["figure1_cells"]
         L += [
             "",
-            "## 5. `configs/figure1.yaml`",
+            "## 5. `configs/figure1_paper_grid.yaml`",
             "",
-            f"`ilnrun run configs/figure1.yaml --jobs {fig['jobs']}` ({fig['cells']:,} cells, "
+            f"`ilnrun run configs/figure1_paper_grid.yaml --jobs {fig['jobs']}` "
+            f"({fig['cells']:,} cells, "
             f"T = 200): **{fig['wall_s']:.1f} s** wall, {fig['cpu_s']:.0f} s of CPU in the command "
             f"and its workers; {100 * fig['steal']:.1f}% of the machine's CPU time was stolen by "
             "the hypervisor meanwhile.",
