@@ -92,6 +92,18 @@ def invoke(args: list) -> object:
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+def run_and_report(tmp_path: Path, cfg: dict) -> str:
+    """``ilnrun run`` ``cfg`` into ``tmp_path/results`` and ``ilnrun report`` it into
+    ``tmp_path/report`` (both must exit 0); the report's text."""
+    path = write_config(tmp_path / "config.yaml", cfg)
+    out = tmp_path / "results"
+    res = invoke(["run", path, "--out", out, "--jobs", "1", "--quiet"])
+    assert res.exit_code == 0, res.output
+    res = invoke(["report", out, "--out", tmp_path / "report"])
+    assert res.exit_code == 0, res.output
+    return (tmp_path / "report" / "REPORT.md").read_text()
+
+
 def refused(res, *words: str) -> str:
     """A command refused as a user's mistake: exit status 2, no traceback, and each of
     ``words`` in what it printed (click's ``output`` holds stdout and stderr). Returns that."""

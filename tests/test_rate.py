@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import invoke, tiny_config, write_config
+from conftest import invoke, run_and_report, tiny_config, write_config
 
 from ilnrun.config import grid, schema
 from ilnrun.datasets import build_dataset
@@ -291,13 +291,7 @@ def test_rate_section_end_to_end(tmp_path):
             },
         },
     }
-    path = write_config(tmp_path / "rate.yaml", cfg)
-    out = tmp_path / "results"
-    res = invoke(["run", path, "--out", out, "--jobs", "1", "--quiet"])
-    assert res.exit_code == 0, res.output
-    res = invoke(["report", out, "--out", tmp_path / "report"])
-    assert res.exit_code == 0, res.output
-    text = (tmp_path / "report" / "REPORT.md").read_text()
+    text = run_and_report(tmp_path, cfg)
     assert "## The rate claim against Doubly SGD" in text
     assert "| equals runs.csv |" in text and "| NO |" not in text
     for short in ("SG avg", "SG final", "DSGD Dai", "DSGD val"):
@@ -314,7 +308,7 @@ def test_rate_section_end_to_end(tmp_path):
     assert (
         "**constant-step over the whole measured range**: θ/cap = 2,500–5,000 > the largest T = 64"
     ) in head
-    const = pd.read_csv(out / "runs.csv")["test_loss_const"].mean()
+    const = pd.read_csv(tmp_path / "results" / "runs.csv")["test_loss_const"].mean()
     assert const < 0.01  # both targets lie above the mean predictor's loss, and it is said
     assert "Every target (ε = 0.02, 0.01) lies at or **above the mean predictor's" in head
 

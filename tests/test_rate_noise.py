@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import invoke, tiny_config, write_config
+from conftest import run_and_report, tiny_config
 
 from ilnrun.config import grid, schema
 from ilnrun.datasets import DATASETS, build_dataset
@@ -248,13 +248,7 @@ def test_the_section_renders_its_exponents_for_a_noisy_B_sweep(tmp_path):
             },
         },
     }
-    path = write_config(tmp_path / "rate.yaml", cfg)
-    out = tmp_path / "results"
-    res = invoke(["run", path, "--out", out, "--jobs", "1", "--quiet"])
-    assert res.exit_code == 0, res.output
-    res = invoke(["report", out, "--out", tmp_path / "report"])
-    assert res.exit_code == 0, res.output
-    text = (tmp_path / "report" / "REPORT.md").read_text()
+    text = run_and_report(tmp_path, cfg)
     assert "### Exponents against O(B²/ε²) and O(B⁴/ε⁴)" in text
     assert "| learner | ε | exponent [95% CI] | B used | repetitions |" in text
     head = text.split("## Headline")[1].split("\n## ")[0]
