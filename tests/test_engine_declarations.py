@@ -331,3 +331,23 @@ def test_a_parameter_no_pass_declares_is_refused_on_the_jax_engine(name, monkeyp
             invoke(["validate", path, "--set", "engine=jax"]), f"methods.{name}.loss", name
         )
         assert "jax pass" in out
+
+
+@pytest.mark.parametrize("name", WITH_COMPILED)
+def test_validate_notes_the_settings_that_run_as_numpy_code(name, monkeypatch, tmp_path):
+    """``ilnrun validate`` names the settings a compiled pass leaves to the numpy code (none with
+    the built-in declarations), with the learner, key and value."""
+    spec = LEARNERS[name]
+    path = write_config(tmp_path / "c.yaml", tiny_config(methods={name: {}}))
+    res = invoke(["validate", path])
+    assert res.exit_code == 0 and "compiled pass" not in res.output, res.output
+    h = next(s for *_, s in settings(spec))
+    key = next(k for k in _args(spec, h) if k in spec.implements["compiled"].values)
+    declared = spec.implements["compiled"].values
+    reduced = Implements({k: v for k, v in declared.items() if k != key})
+    changed = dataclasses.replace(spec, implements={**spec.implements, "compiled": reduced})
+    monkeypatch.setitem(LEARNERS, name, changed)
+    res = invoke(["validate", path])
+    assert res.exit_code == 0, res.output
+    assert f"not implemented by the compiled pass of {name}" in res.output
+    assert f"no {key}" in res.output and "run as numpy code" in res.output

@@ -102,9 +102,9 @@ NOTHING = Implements()
 def refusal(learner: str, pass_name: str, declared: Implements, key: str, values: list) -> str:
     """The message of ``ilnrun validate`` refusing ``values`` of ``key`` on the jax engine (or
     noting them for the compiled pass)."""
-    got = ", ".join(show(v) for v in values)
+    got = " or ".join(show(v) for v in values)
     return (
-        f"{got} is not implemented by the {pass_name} pass of {learner} (it implements "
+        f"{key} = {got} is not implemented by the {pass_name} pass of {learner} (it implements "
         f"{declared.describe(key)})"
     )
 
