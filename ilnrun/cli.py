@@ -533,8 +533,35 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
         if notes is not None:
             for line in notes(C.method_grid(name, params), Ts):
                 click.echo(f"# {line}")
+    for line in _numpy_fallbacks(cfg, Ts):
+        click.echo(f"# {line}")
     for line in resources.summary_lines(cfg, jobs, cells, est):
         click.echo(f"# {line}")
+
+
+def _numpy_fallbacks(cfg: dict, Ts: list[int]) -> list[str]:
+    """``ilnrun validate``'s notes of the settings that run as numpy code because a learner's
+    compiled pass does not implement them (its declaration, ``LearnerSpec.implements
+    ["compiled"]``; ilnrun.learners.implements), where its numpy ``fit`` runs: on the numpy
+    engine, and on the jax engine for a learner without a jax pass."""
+    from . import config as C
+    from .learners import LEARNERS
+    from .learners.implements import refusal
+
+    out = []
+    for name, params in cfg["methods"].items():
+        spec = LEARNERS[name]
+        declared = spec.implements.get("compiled")
+        if declared is None or (cfg.get("engine") == "jax" and "jax" in spec.engines):
+            continue  # no compiled pass (numpy code always), or its jax pass runs
+        settings = C.method_grid(name, params)
+        for key, values in spec.not_implemented("compiled", settings, Ts).items():
+            out.append(
+                f"{refusal(name, 'compiled', declared, key, values)}: those settings run as "
+                "numpy code (the same numbers, slower; the time estimates assume the compiled "
+                "pass)"
+            )
+    return out
 
 
 @main.command(name="list")

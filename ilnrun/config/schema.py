@@ -22,6 +22,7 @@ from ..budget import MATCHES, derive
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
+from ..learners.implements import NOTHING, refusal
 from ..params import (
     ConfigError,
     Param,
@@ -426,19 +427,24 @@ def _engine_checks(cfg: dict, problems: list) -> None:
     """``engine: jax`` (or ``--engine jax``) needs the feature map's jax twin when a configured
     learner has a jax pass (the passes draw and evaluate features with it): a map without one is
     refused, named. A learner without a jax pass is not refused: it runs its numpy ``fit``
-    (docs/architecture.md §8). The jax passes return the final predictor only: ``average:
-    true`` is refused there, named."""
+    (docs/architecture.md §8). A setting whose ``fit`` keywords the learner's jax pass does not
+    declare (``LearnerSpec.implements["jax"]``: e.g. ``average: true``, Fixed-Random's ridge, a
+    parameter no pass has declared yet) is refused, the learner, key and values named."""
     if engine_of(cfg) != "jax":
         return
     fm = cfg["feature_map"]["kind"]
     with_pass = [n for n in cfg["methods"] if "jax" in LEARNERS[n].engines]
+    Ts = _as_list(cfg["dataset"]["T"])
     for n in with_pass:
-        if True in _as_list(cfg["methods"][n].get("average")):
+        spec = LEARNERS[n]
+        settings = grid.method_grid(n, cfg["methods"][n], skip=False)
+        for key, values in spec.not_implemented("jax", settings, Ts).items():
+            declared = spec.implements.get("jax", NOTHING)
             problems.append(
                 (
-                    f"methods.{n}.average",
-                    "true is not implemented on the jax engine (its passes return the final "
-                    "predictor only); use engine: numpy (--engine numpy)",
+                    f"methods.{n}.{key}",
+                    f"{refusal(n, 'jax', declared, key, values)}; use engine: numpy "
+                    "(--engine numpy)",
                 )
             )
     if with_pass and not has_jax_twin(FEATURE_MAPS[fm]):

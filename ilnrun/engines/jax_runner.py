@@ -261,6 +261,12 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
                     with one_thread():
                         on_record(run_cell(exp, cell))
                     continue
+                missing = p.spec.unimplemented("jax", p.args)
+                if missing:  # validation refuses these first (config.schema._engine_checks)
+                    raise ValueError(
+                        f"the jax pass of {cell.method} does not implement "
+                        + ", ".join(f"{k}={v!r}" for k, v in missing)
+                    )
                 key = (cell.method, jaxmod.static(p.args))
                 shapes.setdefault(key, []).append(Member(p, inst, jaxmod))
         index = {id(inst): j for j, inst in enumerate(wave.instances)}

@@ -21,6 +21,7 @@ from ..features import Coordinate, FeatureMap
 from ..params import Param
 from ..schedules import SCHEDULES, step_sizes
 from ..stopping import deferred
+from .implements import NOTHING, Implements, unimplemented
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
 # pass and marks the cell ``diverged``.
@@ -545,6 +546,12 @@ class LearnerSpec:
     - ``engines``: other implementations of the same pass, by engine name: the module (a
       sibling of the learner's, relative to this package, e.g. ``{"jax": ".kernel_ogd_jax"}``)
       imported only when that engine runs (:meth:`engine`); see :mod:`ilnrun.engines`.
+    - ``implements``: what each pass other than the numpy ``fit`` implements, by pass
+      (``compiled``: the numba pass ``fit`` chooses where it applies; ``jax``: the module of
+      ``engines["jax"]``), an :class:`~ilnrun.learners.implements.Implements` over the ``fit``
+      keywords. A keyword a pass does not name is not implemented: the compiled pass leaves
+      such a setting to the numpy code (noted), the jax engine refuses it at validation (exit
+      status 2). A pass with no entry implements nothing (:mod:`ilnrun.learners.implements`).
     """
 
     name: str
@@ -575,6 +582,7 @@ class LearnerSpec:
     check: Callable[[dict], list[tuple[str, str]]] | None = None
     check_settings: Callable[[list[dict], str], list[tuple[str, str]]] | None = None
     skip: Callable[[dict], bool] | None = None
+    implements: dict[str, Implements] = field(default_factory=dict)
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or
@@ -583,6 +591,23 @@ class LearnerSpec:
 
         module = self.engines.get(name)
         return None if module is None else importlib.import_module(module, __package__)
+
+    def unimplemented(self, pass_name: str, args: dict) -> list[tuple[str, Any]]:
+        """The ``(key, value)`` of the ``fit`` keywords ``args`` that pass ``pass_name``
+        (``compiled``, ``jax``) does not implement (every one where it declares nothing)."""
+        return self.implements.get(pass_name, NOTHING).missing(args)
+
+    def setting_arguments(self, h: dict, T: int) -> dict:
+        """The ``fit`` keywords of grid setting ``h`` at ``T`` rounds, with a budget size of 1
+        where it takes one: what ``ilnrun validate`` checks the passes' declarations on (no
+        pass declares a size or a step size by value)."""
+        return self.fit_arguments(h, 1 if self.takes_budget(h) else None, T)
+
+    def not_implemented(self, pass_name: str, settings: list[dict], Ts: list[int]) -> dict:
+        """Each ``fit`` keyword of the grid ``settings`` (at every ``T`` of ``Ts``) that pass
+        ``pass_name`` does not implement, with its distinct values."""
+        declared = self.implements.get(pass_name, NOTHING)
+        return unimplemented(declared, [self.setting_arguments(h, T) for h in settings for T in Ts])
 
     def memory_bytes(self, size: int | None, T: int, w: int, args: dict) -> int:
         """The ``memory`` hook's estimate for a cell with ``fit`` keywords ``args`` (0 without a

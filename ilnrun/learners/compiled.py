@@ -5,9 +5,10 @@ they run.
 The kernels modules (``shrinking_gradient_kernels``, ``random_feature_kernels``) import numba and
 scipy's BLAS, about half a second of a start-up; the learner modules, which the registry imports
 for ``ilnrun list`` and ``ilnrun validate`` too, import them only in the functions that run a
-pass (docs/architecture.md, "Heavy imports"). This module imports nothing, so that a learner
+pass (docs/architecture.md, "Heavy imports"). This module imports nothing heavy, so that a learner
 registers its self-check at import without loading numba, and the kernels, which read the
-checks, import no learner (no import circle).
+checks, import no learner (no import circle). It also asks a compiled pass's declaration
+whether it implements a setting (:func:`implemented`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from importlib.util import find_spec
+
+from .implements import Implements, refusal
 
 # ``ILNRUN_NO_NUMBA=1`` (any value but empty or 0): the learners run as numpy code
 NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
@@ -47,6 +50,23 @@ def available() -> bool:
     if kernels is not None:
         return kernels.available()
     return not switched_off() and _installed()
+
+
+def implemented(
+    learner: str, declared: Implements, args: dict, note: Callable[[str], None]
+) -> bool:
+    """Whether the compiled pass of ``learner`` implements the ``fit`` keywords ``args`` (its
+    declaration, ``LearnerSpec.implements["compiled"]``); where it does not, a one-line ``note``
+    (the kernels' ``note``: once per process and message): the numpy code runs that setting. A
+    learner's ``fit`` asks this before the compiled kernels' own conditions."""
+    missing = declared.missing(args)
+    if missing:
+        for key, value in missing:
+            note(
+                f"{refusal(learner, 'compiled', declared, key, [value])}: the numpy code runs "
+                "these settings (the same numbers, slower)"
+            )
+    return not missing
 
 
 @cache

@@ -44,8 +44,9 @@ from .base import (
     new_counters,
     step_unused,
 )
-from .compiled import RF_CHECKS
+from .compiled import RF_CHECKS, implemented
 from .compiled import available as compiled_available
+from .implements import ANY, Implements
 from .shrinking_gradient import iterate_weights
 
 RESCALE_BELOW = 1e-150
@@ -67,16 +68,27 @@ def fit(
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round.
 
-    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
-    and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
-    draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
+    a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
+    numpy code (:func:`fit_numpy`): the same draws and the same numbers, bit for bit
+    (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average)
     kw.update(deadline=deadline)
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
-    if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
+    if (
+        type(rng) is np.random.Generator
+        and implemented("doubly_sgd", COMPILED, kw, kernels.sgk.note)
+        and kernels.use_compiled(fmap)
+    ):
         return fit_compiled(X, y, fmap, rng, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
+
+
+# What the compiled pass (fit_compiled) and the jax pass (doubly_sgd_jax) implement, by ``fit``
+# keyword (ilnrun.learners.implements): the jax pass returns the final predictor only.
+COMPILED = Implements(dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY))
+JAX = Implements({**COMPILED.values, "average": (False,)})
 
 
 def fit_compiled(
@@ -407,6 +419,7 @@ SPEC = LearnerSpec(
     # every drawn feature is kept: k T parameters, coefficients and coefficients as appended
     memory=lambda k, T, w: 8 * (k * T * (w + 3) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
+    implements={"compiled": COMPILED, "jax": JAX},
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)
     # per evaluation and number of w: compiled ~2e-10 s, numpy ~5e-10 s (bench/random_features.py)

@@ -55,8 +55,9 @@ from .base import (
     new_counters,
     step_unused,
 )
-from .compiled import RF_CHECKS
+from .compiled import RF_CHECKS, implemented
 from .compiled import available as compiled_available
+from .implements import ANY, Implements
 
 SOLVERS = ("sgd", "ridge")
 
@@ -78,15 +79,18 @@ def fit(
 ) -> FitResult:
     """One pass over ``(X, y)`` with ``r`` fixed random features: SGD or ridge (``solver``).
 
-    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
-    and a feature map the kernels know), else the numpy code (:func:`fit_numpy`): the same
-    draws and the same numbers, bit for bit (docs/algorithms.md §2.6)."""
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
+    a setting it implements, :data:`COMPILED`, and a feature map the kernels know; ridge also
+    :func:`ridge_compiled`), else the numpy code (:func:`fit_numpy`): the same draws and the
+    same numbers, bit for bit (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, r=r, lam=lam, schedule=schedule, decay=decay, solver=solver,
               average=average, deadline=deadline)  # fmt: skip
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
-    if type(rng) is np.random.Generator and (
-        ridge_compiled(fmap) if solver == "ridge" else kernels.use_compiled(fmap)
+    if (
+        type(rng) is np.random.Generator
+        and implemented("fixed_random", COMPILED, kw, kernels.sgk.note)
+        and (ridge_compiled(fmap) if solver == "ridge" else kernels.use_compiled(fmap))
     ):
         return fit_compiled(X, y, fmap, rng, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
@@ -101,6 +105,14 @@ def _checked(solver: str, eta: float | None, lam: float) -> None:
         raise ValueError(f"solver ridge needs lam > 0, got lam={lam!r}")
     if solver == "sgd" and eta is None:
         raise ValueError("solver sgd needs eta")
+
+
+# What the compiled pass (fit_compiled: SGD and ridge) and the jax pass (fixed_random_jax: SGD,
+# the final iterate) implement, by ``fit`` keyword (ilnrun.learners.implements).
+COMPILED = Implements(
+    dict(r=ANY, eta=ANY, lam=ANY, schedule=ANY, decay=ANY, solver=SOLVERS, average=ANY)
+)
+JAX = Implements({**COMPILED.values, "solver": ("sgd",), "average": (False,)})
 
 
 def fit_compiled(
@@ -414,9 +426,9 @@ def _skip(h: dict) -> bool:
 
 
 def _check_settings(hypers: list[dict], engine: str) -> list[tuple[str, str]]:
-    """What ``ilnrun validate`` refuses: ``solver: ridge`` without a positive ``lam`` in the
-    grid (nothing to run), and on the jax engine ridge and ``average`` (its pass is SGD
-    only)."""
+    """What ``ilnrun validate`` refuses on every engine: ``solver: ridge`` without a positive
+    ``lam`` in the grid (nothing to run). (What the jax engine's pass does not implement, ridge
+    and ``average``, its declaration :data:`JAX` refuses.)"""
     out = []
     ridge = [h for h in hypers if h.get("solver") == "ridge"]
     if ridge and all(_skip(h) for h in ridge):
@@ -428,11 +440,6 @@ def _check_settings(hypers: list[dict], engine: str) -> list[tuple[str, str]]:
                 "(a lam of 0 in the grid then runs under sgd only)",
             )
         )
-    if engine == "jax":
-        if ridge:
-            out.append(("solver", "ridge runs on the numpy engine only (engine: numpy)"))
-        if any(h.get("average") for h in hypers):
-            out.append(("average", "true runs on the numpy engine only (engine: numpy)"))
     return out
 
 
@@ -476,6 +483,7 @@ SPEC = LearnerSpec(
     # reaches R^2 < 0.5 on scikit-learn's 200-row check_regressors_train; 0.3 passes it
     estimator_defaults={"eta": 0.3},
     engines={"jax": ".fixed_random_jax"},  # the same pass on the jax engine (SGD only)
+    implements={"compiled": COMPILED, "jax": JAX},
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~2 ns per evaluation and number of w (T = 4 000, r = 2 000: 0.1 s coordinate, 0.15 s relu)
     # per feature, round and number of w: compiled ~3e-10 s, numpy ~6e-10 s (diamonds relu cells)

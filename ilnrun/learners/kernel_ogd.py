@@ -42,6 +42,7 @@ from .base import (
     new_counters,
     step_unused,
 )
+from .implements import ANY, Implements
 from .shrinking_gradient import SHRINK_BOUND, iterate_weights, theorem1_eta
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
@@ -105,6 +106,10 @@ def fit(
         alpha = appended[:n] * iterate_weights(factors[: n - 1])
     return run.result(KernelExpansion(alpha[:n]), counters)
 
+
+# What the jax pass (kernel_ogd_jax) implements, by ``fit`` keyword
+# (ilnrun.learners.implements): the final predictor only. No compiled pass.
+JAX = Implements(dict(eta=ANY, schedule=ANY, decay=ANY, B=ANY, shrink=ANY, average=(False,)))
 
 PARAMS = (
     *STEP_PARAMS,
@@ -197,5 +202,6 @@ SPEC = LearnerSpec(
     # RSS with relu: 7.1 blocks at T = 40 000)
     memory=lambda size, T, w: 8 * (7 * BLOCK * T + 5 * T),
     engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
+    implements={"jax": JAX},
     seconds=lambda size, T, w, args, kv: 2e-5 * T + T * (T - 1) // 2 * kv,
 )

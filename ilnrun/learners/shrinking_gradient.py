@@ -59,8 +59,9 @@ from .base import (
     new_counters,
     step_unused,
 )
-from .compiled import SG_CHECKS
+from .compiled import SG_CHECKS, implemented
 from .compiled import available as compiled_available
+from .implements import ANY, Implements
 
 SAMPLERS = ("iid", "systematic")
 # Algorithm 1 shrinks when |E_t| >= SHRINK_BOUND * B (the paper's 16 B)
@@ -134,8 +135,9 @@ def fit(
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)``; returns final and averaged predictors.
 
-    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``
-    and a feature map the kernels know), else the numpy code
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
+    a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
+    numpy code
     (:func:`fit_numpy`): the same draws and the same numbers, bit for bit. ``threads > 1`` lets
     a big pass (``m >= PARALLEL_FROM`` samples a round) search and gather in parallel (compiled
     path only): the same numbers for any number of threads. ``None``: the environment variable
@@ -147,10 +149,22 @@ def fit(
         threads = threads_per_cell()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
     kw.update(printed_sign=printed_sign, average=average, deadline=deadline)
-    if type(rng) is np.random.Generator and kernels.use_compiled(fmap):
+    if (
+        type(rng) is np.random.Generator
+        and implemented("shrinking_gradient", COMPILED, kw, kernels.note)
+        and kernels.use_compiled(fmap)
+    ):
         return fit_compiled(X, y, fmap, rng, threads=threads, **kw)
     return fit_numpy(X, y, fmap, rng, **kw)
 
+
+# What the compiled pass (fit_compiled) and the jax pass (shrinking_gradient_jax) implement, by
+# ``fit`` keyword (ilnrun.learners.implements): the jax pass returns the final predictor only.
+COMPILED = Implements(
+    dict(eta=ANY, m=ANY, B=ANY, schedule=ANY, decay=ANY, sampler=SAMPLERS, printed_sign=ANY,
+         average=ANY)
+)  # fmt: skip
+JAX = Implements({**COMPILED.values, "average": (False,)})
 
 # a round searches and gathers in parallel (threads > 1) from this many samples: below it the
 # cost of starting the threads exceeds the gain
@@ -510,6 +524,7 @@ SPEC = LearnerSpec(
     # T-long arrays, and per round m draws: keys, indices, parameters and products
     memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
+    implements={"compiled": COMPILED, "jax": JAX},
     estimated_test=True,  # test_loss_estimated: Algorithm 2 on the averaged predictor
     # ~25 us a round and ~18 ns per evaluation and number of w (T = 4 000: 1.4 s at m = 2 000)
     # per evaluation and number of w: compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0;
