@@ -122,9 +122,12 @@ def test_a_feature_map_registered_later(monkeypatch):
     """A new map's parameter: refused with a clear message by a class built before it, taken as
     an estimator parameter by the class built again."""
 
+    taken = {p.name for c in FEATURE_MAPS.values() for p in c.params}
+    assert "scaled_gain" not in taken  # a parameter no registered map has (a toy map has gain)
+
     class Scaled(Fourier):
         name = "scaled_rbf"
-        params = (*Fourier.params, Param("gain", "float", 1.0, "output gain", min=0))
+        params = (*Fourier.params, Param("scaled_gain", "float", 1.0, "output gain", min=0))
 
         @classmethod
         def from_config(cls, spec, X_train):
@@ -132,12 +135,12 @@ def test_a_feature_map_registered_later(monkeypatch):
 
     monkeypatch.setitem(FEATURE_MAPS, Scaled.name, Scaled)
     X, y = _data()
-    with pytest.raises(ValueError, match="'gain'.*estimator_class\\('kernel_ogd'\\)"):
+    with pytest.raises(ValueError, match="'scaled_gain'.*estimator_class\\('kernel_ogd'\\)"):
         E.KernelOGDRegressor(feature_map=Scaled.name).fit(X, y)
     cls = E.estimator_class("kernel_ogd")
     assert cls is not E.KernelOGDRegressor and cls.__name__ == "KernelOGDRegressor"
-    est = cls(feature_map=Scaled.name, gain=2.0, eta=0.3, random_state=0).fit(X, y)
-    assert type(est.feature_map_) is Scaled and est.get_params()["gain"] == 2.0
+    est = cls(feature_map=Scaled.name, scaled_gain=2.0, eta=0.3, random_state=0).fit(X, y)
+    assert type(est.feature_map_) is Scaled and est.get_params()["scaled_gain"] == 2.0
     with pytest.raises(ValueError, match="'feature_map' parameter .* must be one of"):
         cls(feature_map="no_such_map").fit(X, y)
 
