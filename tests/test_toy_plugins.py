@@ -10,9 +10,7 @@ import toy_plugins
 from conftest import invoke, tiny_config, write_config
 
 
-def test_a_toy_learner_map_and_dataset_together_through_validate_run_report(
-    monkeypatch, tmp_path
-):
+def test_a_toy_learner_map_and_dataset_together_through_validate_run_report(monkeypatch, tmp_path):
     toy_plugins.register(monkeypatch.setitem)
     cfg = tiny_config(repetitions=2)
     cfg["dataset"] = {"kind": toy_plugins.DATASET.name, "D": 3, "T": 20, "n_val": 10, "n_test": 15}
