@@ -11,10 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import toy_plugins
 import yaml
 from click.testing import CliRunner
 
 from ilnrun.datasets import Dataset, clipped_gaussian
+
+if toy_plugins.enabled():  # make test-plugins: the toys registered before any test is collected
+    toy_plugins.register()
 
 # A tiny experiment: 2 values of D x 2 repetitions x (4 learners x 2-point grids) = 32 cells.
 TINY_CONFIG: dict = {

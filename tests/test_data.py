@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import refused
 
 from ilnrun import config as C
 from ilnrun import datasets as data
@@ -344,9 +345,45 @@ def test_a_kernel_dataset_refused_without_a_closed_form_kernel(tmp_path, monkeyp
     assert "dataset.kind" in res.output and "no closed-form kernel" in res.output
 
 
-def test_teacher_sparsity_checked(tmp_path):
-    res = _validate(tmp_path, {"kind": "teacher", "D": 3, "T": [10, 20], "sparsity": 15})
-    assert res.exit_code == 2 and "dataset.sparsity" in res.output
+@pytest.mark.parametrize("kind", ["clipped_gaussian", "teacher"])
+def test_sparsity_above_T_is_refused_before_any_cell(kind, tmp_path):
+    """The builders draw the target's support from the ``T`` training points without
+    replacement, which fails on ``sparsity > T`` (numpy's ValueError); the kind's declared
+    ``check`` (``datasets.base.check_sparsity``) refuses it in ``validate`` and in ``run`` before
+    anything is built: exit status 2 naming the key, no traceback."""
+    kw = {"feature_map": {"kind": "coordinate"}} if kind == "teacher" else {}
+    with pytest.raises(ValueError):  # the precondition is real
+        data.DATASETS[kind].build(
+            np.random.default_rng(0), D=3, T=10, n_val=2, n_test=2, sparsity=15, **kw
+        )
+    ds = {"kind": kind, "D": 3, "T": [10, 20], "sparsity": 15}
+    out = refused(_validate(tmp_path, ds), "dataset.sparsity: must be <= T", "T=10")
+    assert "T=20" not in out
+    axis = {"kind": kind, "D": 3, "T": 10, "sparsity": [3, 15]}  # an axis: named by its index
+    out = refused(_validate(tmp_path, axis), "dataset.sparsity[1]", "sparsity=15 with T=10")
+    assert "sparsity[0]" not in out
+    path = tmp_path / "cfg.yaml"  # the same config, run: refused, nothing written
+    res = _invoke(["run", path, "--out", tmp_path / "out", "-q"])
+    refused(res, "dataset.sparsity[1]")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plugin_datasets_declared_check_is_run_by_validate(tmp_path, monkeypatch):
+    """A new kind states its builder's preconditions in ``DatasetSpec.check``
+    (docs/architecture.md §6): refused in ``validate``, exit 2 naming the key."""
+    import toy_dataset
+
+    def at_most_one_wave(spec: dict) -> None:
+        if spec["freq"] * spec["D"] > 20:
+            raise data.DataError("freq", "freq * D must be <= 20")
+
+    spec = dataclasses.replace(toy_dataset.SPEC, check=at_most_one_wave)
+    monkeypatch.setitem(data.DATASETS, spec.name, spec)
+    ds = {"kind": spec.name, "D": 3, "T": 20, "n_val": 5, "n_test": 5, "freq": [2.0, 8.0]}
+    out = refused(_validate(tmp_path, ds), "dataset.freq[1]: freq * D must be <= 20")
+    assert "freq[0]" not in out
+    ds["freq"] = 2.0
+    assert _validate(tmp_path, ds).exit_code == 0
 
 
 def test_diabetes_without_scikit_learn_exit_2(tmp_path, monkeypatch):

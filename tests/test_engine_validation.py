@@ -30,11 +30,19 @@ def no_twin(monkeypatch):
 # built-in maps without a jax twin, refused on the jax engine by this check: random_net (its
 # hidden width h fixes the shapes of the draws, which the jax programs take as traced numbers)
 WITHOUT_TWIN = {"random_net"}
+TWIN = ("jax_sample", "jax_point", "jax_pairs")
 
 
-def test_every_registered_map_has_a_jax_twin_and_the_check_sees_a_missing_one(no_twin):
-    missing = {n for n, c in FEATURE_MAPS.items() if not has_jax_twin(c)}
-    assert missing == WITHOUT_TWIN | {NoTwin.name}
+def test_a_map_has_its_whole_jax_twin_or_none_and_the_check_sees_a_missing_one(no_twin):
+    """A contract every registered map meets (a new one too): it overrides all three methods of
+    the twin or none (half a twin would be refused as none); of the built-in maps, exactly
+    ``WITHOUT_TWIN`` have none."""
+    for name, cls in FEATURE_MAPS.items():
+        own = {m for m in TWIN if getattr(cls, m).__func__ is not getattr(FeatureMap, m).__func__}
+        assert own in (set(), set(TWIN)), (name, own)
+        assert has_jax_twin(cls) == bool(own), name
+    built_in = {n: c for n, c in FEATURE_MAPS.items() if c.__module__ == "ilnrun.features"}
+    assert {n for n, c in built_in.items() if not has_jax_twin(c)} == WITHOUT_TWIN
     assert not has_jax_twin(NoTwin)
 
 

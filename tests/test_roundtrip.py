@@ -18,7 +18,7 @@ from ilnrun import results as R
 from ilnrun.learners import LEARNERS
 from ilnrun.roundtrip import LoadError
 
-# every built-in learner, a kernel map, regret on: every column a learner can write
+# every registered learner, a kernel map, regret on: every column a learner can write
 SMALL = tiny_config(
     repetitions=2,
     **{
@@ -30,6 +30,10 @@ SMALL = tiny_config(
 SMALL["methods"]["shrinking_gradient"]["preset"] = ["budget", "theory"]
 SMALL["methods"]["kernel_ridge"] = {"ridge": [0.01, 0.1]}
 SMALL["methods"]["nystroem_ridge"] = {"rank": [10], "ridge": [0.01]}
+for _name, _spec in LEARNERS.items():  # any other registered learner (a plugin): its defaults
+    SMALL["methods"].setdefault(
+        _name, {"eta": 0.3} if any(p.name == "eta" for p in _spec.params) else {}
+    )
 
 
 @pytest.fixture(scope="module")

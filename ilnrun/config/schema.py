@@ -8,7 +8,6 @@ The keys of learners, feature maps and datasets come from their specs (:data:`LE
 
 from __future__ import annotations
 
-import itertools
 import os
 import unicodedata
 from collections.abc import Mapping
@@ -459,17 +458,13 @@ def _engine_checks(cfg: dict, problems: list) -> None:
 
 
 def _dataset_checks(cfg: dict, problems: list) -> None:
-    """``sparsity <= T``; a feature map with a closed-form kernel for datasets labelled by that
-    kernel (unless they estimate it: ``DatasetSpec.estimated_kernel``); the dataset's own checks
-    of every setting (a key given as a list is named with the index of the offending value),
-    which also say what each setting uses: recorded under ``data_used`` (for tables: the feature
-    columns, the rows, the split sizes)."""
+    """A feature map with a closed-form kernel for datasets labelled by that kernel (unless they
+    estimate it: ``DatasetSpec.estimated_kernel``); the dataset's own checks of every setting
+    (``DatasetSpec.check``: every precondition of its builder, e.g. ``sparsity <= T``; a key
+    given as a list is named with the index of the offending value), which also say what each
+    setting uses: recorded under ``data_used`` (for tables: the feature columns, the rows, the
+    split sizes)."""
     ds = cfg["dataset"]
-    if "sparsity" in ds:
-        for T, sp in itertools.product(_as_list(ds["T"]), _as_list(ds["sparsity"])):
-            if sp > T:
-                problems.append(("dataset.sparsity", f"must be <= T, got sparsity={sp} with T={T}"))
-                break
     fm = cfg["feature_map"]["kind"]
     spec = DATASETS[ds["kind"]]
     if spec.needs_kernel and not spec.estimated_kernel and not FEATURE_MAPS[fm].has_kernel:

@@ -53,6 +53,15 @@ def scale_labels(y: np.ndarray, T: int) -> tuple[np.ndarray, float]:
     return (y / peak, 1.0 / peak) if peak > 0 else (y, 1.0)
 
 
+def check_sparsity(spec: dict) -> None:
+    """``sparsity <= T`` (the ``check`` of the kinds whose target is a combination of
+    ``sparsity`` training points, drawn without replacement): raises :class:`DataError`."""
+    if spec["sparsity"] > spec["T"]:
+        raise DataError(
+            "sparsity", f"must be <= T, got sparsity={spec['sparsity']} with T={spec['T']}"
+        )
+
+
 def splits(X: np.ndarray, y: np.ndarray, T: int, n_val: int, info: dict) -> Dataset:
     """Rows ``[0, T)`` train, ``[T, T + n_val)`` validation, the rest test."""
     return Dataset(
@@ -67,11 +76,16 @@ class DatasetSpec:
     ``build(rng, **params)`` draws one instance (``feature_map=`` is passed too when
     ``needs_kernel``: the labels use the experiment's kernel); ``params`` are its config keys
     (``dataset.<key>``; every dataset has ``T``, the length of the online pass) and, through
-    :func:`declared`, the builder's keyword defaults; ``check(spec)`` raises :class:`DataError`
-    for a problem only the data can reveal and returns what the setting uses (for tables: the
-    columns, rows and split sizes, recorded in ``config.yaml`` under ``data_used``; for a table
-    read by name also ``inputs``, its content's identity) or ``None`` — one read of the data
-    does both; ``choices`` are the sentences the report prints about it.
+    :func:`declared`, the builder's keyword defaults; ``check(spec)``, given one resolved
+    setting (axes fixed), raises :class:`DataError` naming the key for every setting its
+    builder cannot build — a relation between keys that a ``Param``'s range cannot state
+    (``sparsity <= T``) or a problem only the data can reveal — and returns what the setting
+    uses (for tables: the columns, rows and split sizes, recorded in ``config.yaml`` under
+    ``data_used``; for a table read by name also ``inputs``, its content's identity) or
+    ``None`` — one read of the data does both. ``ilnrun validate`` and ``ilnrun run`` call it
+    for every setting before any cell (exit status 2 naming ``dataset.<key>``), so a builder
+    never fails on a setting its check passed. ``choices`` are the sentences the report prints
+    about it.
     """
 
     name: str

@@ -14,6 +14,7 @@ from .base import (
     SPARSITY_LABEL,
     Dataset,
     DatasetSpec,
+    check_sparsity,
     declared,
     param,
     scale_labels,
@@ -164,6 +165,7 @@ SPEC = DatasetSpec(
     "the coordinate kernel",
     example=lambda folder: {"D": 12, "T": 20, "n_val": 10, "n_test": 15, "sparsity": 3},
     params=PARAMS,
+    check=check_sparsity,
     clean_test=True,
     choices=(
         "Inputs `x = max(N(0, I_D), 0)`: standard Gaussian with negative values clipped "

@@ -23,6 +23,7 @@ from .base import (
     SPARSITY_LABEL,
     Dataset,
     DatasetSpec,
+    check_sparsity,
     declared,
     param,
     scale_labels,
@@ -150,6 +151,7 @@ SPEC = DatasetSpec(
     estimated_kernel=True,
     example=lambda folder: {"D": 4, "T": 20, "n_val": 10, "n_test": 15, "sparsity": 3},
     params=PARAMS,
+    check=check_sparsity,
     choices=(
         "Target in the RKHS of the experiment's own feature map (the paper's "
         "construction, generalized): `y(x) = Σ_{j∈S} c_j k(x_j, x)` with `S` a uniformly "
