@@ -50,6 +50,7 @@ from .datasets import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, load_native, size_columns
 from .learners.base import FitResult, KernelExpansion, LearnerSpec, new_counters
+from .losses import DEFAULT_LOSS, LOSSES, LossSpec, error_rate
 from .theory import TrainKernel, primal_evaluation, primal_predictions
 
 # numba and scipy's BLAS, which the passes call: loaded now, before an engine pins the native
@@ -67,6 +68,7 @@ __all__ = [
     "fit_numpy",
     "guarded",
     "instance",
+    "loss_of",
     "make_instance",
     "plan",
     "reference_losses",
@@ -168,6 +170,21 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
     matched = derive(budget.match, cell.per_round, T, n_eval) if cell.per_round else None
     size = matched.size(spec.budget.name) if matched is not None else None
     return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
+
+
+def loss_of(cell: Cell) -> LossSpec:
+    """The loss ``cell`` learns with and is scored on (:mod:`ilnrun.losses`): its setting's
+    ``loss``, the square loss where it has none (docs/protocol.md §12)."""
+    return LOSSES[cell.hyper.get("loss") or DEFAULT_LOSS]
+
+
+def classifies(cell: Cell, loss: LossSpec) -> bool:
+    """Whether the cell reports ``test_error``: its loss is a ±1-label loss, or its dataset's
+    labels are ±1 (the square loss on ±1 labels, ILN paper §4's suggestion for classification)."""
+    from .datasets import DATASETS
+
+    spec = DATASETS.get(cell.data.get("kind"))
+    return loss.labels == "pm1" or getattr(spec, "labels", "real") == "pm1"
 
 
 def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
@@ -288,8 +305,15 @@ def evaluate(
     val_rng: np.random.Generator | None = None,
     m_test: int | None = None,
     sweep_rngs: dict[int, np.random.Generator] | None = None,
+    loss: LossSpec | None = None,
+    error: bool = False,
 ) -> dict:
     """Validation and test losses of a learned predictor, and what they cost (docs/protocol.md).
+
+    Every loss column is the mean of ``loss`` (the square loss ``½ (f(x) − y)²`` by default,
+    computed as before losses were plugins); the NMSE columns are the square loss's metric
+    (NaN for another loss); with ``error``, ``test_error`` is the misclassification rate of
+    ``sign f(x)`` on the test split (±1 labels; docs/protocol.md §12).
 
     By the kind of predictor (:func:`_predict`): kernel expansions
     (``f = sum_i alpha_i k(x_i, .)``) exactly with the closed-form kernel when the map has one
@@ -312,7 +336,11 @@ def evaluate(
     columns of an exactly scored predictor, the ``m_test_sweep`` columns, one generator each in
     ``sweep_rngs``). ``m_test`` defaults to ``evaluation.m_test`` (an integer).
     """
+    loss = loss or LOSSES[DEFAULT_LOSS]
+    risk, nmse = loss.risk, "test_nmse" in loss.metrics
     out: dict = dict.fromkeys(LOSS_KEYS, math.nan)
+    if error:
+        out["test_error"] = math.nan
     out.update(test_evals=0, eval_mode="exact", test_loss_subset=math.nan, diagnostic_evals=0)
     out.update(dict.fromkeys(COST_KEYS, 0))
     out.update({sweep_column(m): math.nan for m in evaluation.m_test_sweep})
@@ -323,6 +351,8 @@ def evaluate(
     n_est = evaluation.n_estimated(len(d.y_test))
     if res.diverged:
         out.update(val_loss=math.inf, test_loss=math.inf, test_nmse=math.inf)
+        if error:
+            out["test_error"] = math.inf
         return out
     p = res.predictor
     spent0 = _costs(p, res.averaged)
@@ -339,32 +369,38 @@ def evaluate(
     if res.averaged is not None:
         if inst.fmap.has_kernel and not evaluation.free:
             avg = inst.predict_exact(res.averaged, "test")
-            out["test_loss_avg"] = _half_sq(avg, d.y_test)
+            out["test_loss_avg"] = risk(avg, d.y_test)
         elif evaluation.free:  # the averaged predictor by Algorithm 2, as SG's own
             avg = res.averaged.predict_estimated(
                 d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng
             )
-            out["test_loss_avg"] = _half_sq(avg, d.y_test[:n_est])
+            out["test_loss_avg"] = risk(avg, d.y_test[:n_est])
         # what Algorithm 2 at test time gives
         est = (
             test[:n_est]
             if mode == "estimated"
             else p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng)
         )
-        out["test_loss_estimated"] = _half_sq(est, d.y_test[:n_est])
-        out["val_loss_estimated"] = _val_estimated(p, inst, evaluation, val, mode, val_rng, m_test)
-        out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
+        out["test_loss_estimated"] = risk(est, d.y_test[:n_est])
+        out["val_loss_estimated"] = _val_estimated(
+            p, inst, evaluation, val, mode, val_rng, m_test, risk
+        )
+        if nmse:
+            out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
     if hasattr(p, "predict_estimated"):
         for m, sweep_rng in (sweep_rngs or {}).items():
             est = p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m, sweep_rng)
-            loss = _half_sq(est, d.y_test[:n_est])
-            out[sweep_column(m)] = 2 * loss / var if var else math.nan
+            if nmse:
+                out[sweep_column(m)] = 2 * risk(est, d.y_test[:n_est]) / var if var else math.nan
     spent1 = _costs(p, res.averaged)
     out["diagnostic_evals"] = spent1[0] - spent0[0] - val_psi - test_psi
-    out["val_loss"] = _half_sq(val, d.y_val)
-    out["test_loss"] = _half_sq(test, d.y_test)
-    out["test_loss_subset"] = _half_sq(test[:n_est], d.y_test[:n_est])
-    out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
+    out["val_loss"] = risk(val, d.y_val)
+    out["test_loss"] = risk(test, d.y_test)
+    out["test_loss_subset"] = risk(test[:n_est], d.y_test[:n_est])
+    if nmse:
+        out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
+    if error:
+        out["test_error"] = error_rate(test, d.y_test)
     return out
 
 
@@ -376,18 +412,20 @@ def _val_estimated(
     mode: str,
     rng: np.random.Generator | None,
     m_test: int,
+    risk=None,
 ) -> float:
-    """``½ mean (f̂(x) − y)²`` over the first ``n_test_estimated`` validation points, ``f̂`` the
-    Algorithm-2 estimate of ``p`` with ``m_test`` samples a point (``val``, the predictions
+    """``½ mean (f̂(x) − y)²`` (``risk``: the mean of the cell's loss) over the first
+    ``n_test_estimated`` validation points, ``f̂`` the Algorithm-2 estimate of ``p`` with
+    ``m_test`` samples a point (``val``, the predictions
     already made, when ``mode`` is ``estimated``); NaN without a generator."""
-    d = inst.data
+    d, risk = inst.data, risk or _half_sq
     if mode == "estimated":
-        return _half_sq(val, d.y_val)
+        return risk(val, d.y_val)
     if rng is None:
         return math.nan
     n = evaluation.n_estimated(len(d.y_val))
     est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, m_test, rng)
-    return _half_sq(est, d.y_val[:n])
+    return risk(est, d.y_val[:n])
 
 
 def _predict(
@@ -448,8 +486,11 @@ def test_evals_free(spec: LearnerSpec, predictor, m_test: int) -> int | None:
     return predictor.evals_per_point() if hasattr(predictor, "evals_per_point") else None
 
 
-def reference_losses(data: Dataset, n_estimated: int | None = None) -> dict:
-    """The yardsticks of every cell (docs/protocol.md §8), from the data alone:
+def reference_losses(
+    data: Dataset, n_estimated: int | None = None, loss: LossSpec | None = None, error: bool = False
+) -> dict:
+    """The yardsticks of every cell (docs/protocol.md §8), from the data alone, for the square
+    loss (the default; for another ``loss``, below):
 
     - ``test_loss_zero``: the zero predictor, ``½ mean y_test²`` (where every learner starts);
     - ``test_loss_const``: the best constant predictor a learner could know, the training-label
@@ -459,7 +500,40 @@ def reference_losses(data: Dataset, n_estimated: int | None = None) -> dict:
     - ``test_loss_const_subset`` (given ``n_estimated``): the same constant on the first
       ``n_estimated`` test points, the points of ``test_loss_estimated`` (so the two pair
       exactly).
+
+    For another loss (docs/protocol.md §12): ``test_loss_zero`` its mean at 0,
+    ``test_loss_const`` at its best constant (``LossSpec.best_constant`` of the training labels:
+    the log-odds for the logistic loss, the majority sign for the hinge, ...), its subset, and
+    ``test_nmse_const`` NaN. With ``error``: ``test_error_const``, the misclassification rate of
+    that constant's sign (the zero predictor's is 1).
     """
+    if loss is not None and loss.name != DEFAULT_LOSS:
+        return _reference_losses(data, n_estimated, loss, error)
+    out = _square_references(data, n_estimated)
+    if error:
+        c = LOSSES[DEFAULT_LOSS].best_constant(data.y_train)
+        out["test_error_const"] = error_rate(np.full_like(data.y_test, c), data.y_test)
+    return out
+
+
+def _reference_losses(data: Dataset, n_estimated: int | None, loss: LossSpec, error: bool) -> dict:
+    """:func:`reference_losses` of a loss other than the square loss."""
+    y = data.y_test
+    const = np.full_like(y, loss.best_constant(data.y_train))
+    out = {
+        "test_loss_zero": loss.risk(np.zeros_like(y), y),
+        "test_loss_const": loss.risk(const, y),
+        "test_nmse_const": math.nan,
+    }
+    if n_estimated is not None:
+        out["test_loss_const_subset"] = loss.risk(const[:n_estimated], y[:n_estimated])
+    if error:
+        out["test_error_const"] = error_rate(const, y)
+    return out
+
+
+def _square_references(data: Dataset, n_estimated: int | None) -> dict:
+    """:func:`reference_losses` of the square loss."""
     y, ybar = data.y_test, float(np.mean(data.y_train))
     const = np.full_like(y, ybar)
     var = float(np.var(y))
@@ -494,15 +568,22 @@ def curve_points(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
 
 
-def regret(spec: LearnerSpec, radius: float | None, res: FitResult, inst: Instance) -> dict:
+def regret(
+    spec: LearnerSpec,
+    radius: float | None,
+    res: FitResult,
+    inst: Instance,
+    loss: str = DEFAULT_LOSS,
+) -> dict:
     """With ``evaluation.regret_B`` (``radius``) set: the regret against the best ``f`` in the
     RKHS ball of that radius (Theorem 1), for learners whose spec can evaluate their online
     predictions exactly (``exact_online_loss``); ``regret_estimated`` uses the pass's own
-    predictions."""
+    predictions. The comparator is the square loss's (a least-squares problem in the ball): a
+    cell learning with another ``loss`` gets NaN."""
     if radius is None:
         return {}
     out = {"best_loss_B": math.nan, "regret": math.nan, "regret_estimated": math.nan}
-    if spec.exact_online_loss is None or res.diverged or res.timed_out:
+    if spec.exact_online_loss is None or res.diverged or res.timed_out or loss != DEFAULT_LOSS:
         return out
     y = inst.data.y_train
     K = inst.train_kernel()
@@ -521,7 +602,7 @@ def diagnostics(p: CellPlan, radius: float | None, res: FitResult, inst: Instanc
     """The learner's own diagnostics (its spec's hook) and the regret (:func:`regret`)."""
     spec = p.spec
     out = spec.diagnostics(res, p.args, p.T) if spec.diagnostics is not None else {}
-    return {**out, **regret(spec, radius, res, inst)}
+    return {**out, **regret(spec, radius, res, inst, loss_of(p.cell).name)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -545,6 +626,8 @@ def finish(
     t0 = perf_counter()
     res = res or FitResult(None, np.zeros(0), new_counters(), diverged=True)
     m = m_test(evaluation, p)
+    loss = loss_of(cell)
+    error = classifies(cell, loss)
     ev = None
     if reason is None:
         eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
@@ -553,9 +636,11 @@ def finish(
             s: np.random.default_rng(sweep_seed(exp.seed, cell, s)) for s in evaluation.m_test_sweep
         }
         ev, reason = guarded(
-            "evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng, m, sweep
+            "evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng, m, sweep, loss, error
         )
-    ev = ev or evaluate(replace(res, diverged=True), inst, evaluation, None, m_test=m)
+    ev = ev or evaluate(
+        replace(res, diverged=True), inst, evaluation, None, m_test=m, loss=loss, error=error
+    )
     eval_s = perf_counter() - t0
 
     row = _row_head(exp, p, inst)
@@ -563,7 +648,8 @@ def finish(
     row.update(online_loss=float(np.mean(res.losses)) if not res.diverged else math.inf)
     row.update(ev)
     row.update(_cost_columns(p, res, ev, inst, evaluation, m))
-    row.update(reference_losses(inst.data, evaluation.n_estimated(len(inst.data.y_test))))
+    n_est = evaluation.n_estimated(len(inst.data.y_test))
+    row.update(reference_losses(inst.data, n_est, loss, error))
     if res.predictor is not None:  # None: the pass raised
         diag, why = guarded("diagnostics", diagnostics, p, evaluation.regret_B, res, inst)
         row.update(diag or {})
@@ -617,6 +703,7 @@ def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
         repetition=cell.rep,
         seed=exp.seed,
         engine=exp.engine,
+        loss=loss_of(cell).name,
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
     row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
@@ -665,5 +752,7 @@ def mark_diverged(row: dict, res: FitResult, reason: str | None) -> None:
             test_nmse=math.inf,
             online_loss=math.inf,
         )
+        if "test_error" in row:
+            row["test_error"] = math.inf
         if "test_loss_subset" in row:
             row["test_loss_subset"] = math.inf

@@ -46,6 +46,8 @@ METRICS = (
     "test_loss_zero",
     "test_loss_const",
     "test_nmse_const",
+    "test_error",
+    "test_error_const",
     "test_loss_const_subset",
     "test_loss_subset",
     "regret",
@@ -657,7 +659,14 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
             rows.append(row)
             continue
         first = sel.iloc[0]
-        for c in ("setting", *hyper_columns(), "budget_match", "budget_target", *size_columns()):
+        for c in (
+            "setting",
+            "loss",
+            *hyper_columns(),
+            "budget_match",
+            "budget_target",
+            *size_columns(),
+        ):
             if c in first:
                 row[c] = first[c]
         row["n"] = len(sel)

@@ -310,25 +310,26 @@ CHANGED: list = []  # (learner, key, value) whose jax results the test compared 
 
 @pytest.mark.parametrize("name", WITH_JAX)
 def test_a_parameter_no_pass_declares_is_refused_on_the_jax_engine(name, monkeypatch, tmp_path):
-    """The reviewer's case: a ``loss`` parameter added to a learner's spec and to nothing else.
+    """The reviewer's case: a parameter (a ``margin``, say; it was a ``loss`` before losses were
+    a plugin kind, declared by every pass) added to a learner's spec and to nothing else.
     Where it reaches the passes (a ``fit`` keyword), ``--engine jax`` refuses it at every value,
     its default too (exit status 2, learner, key and value named); the numpy engine accepts
     it."""
     spec = LEARNERS[name]
-    loss = Param("loss", "str", "square", "the loss", choices=("square", "hinge"))
+    loss = Param("margin", "str", "square", "a margin", choices=("square", "hinge"))
     monkeypatch.setitem(LEARNERS, name, dataclasses.replace(spec, params=(*spec.params, loss)))
     for value in loss.choices:
-        h = C.method_grid(name, _section(LEARNERS[name], {"loss": value}))[0]
-        if "loss" not in _args(LEARNERS[name], h):
+        h = C.method_grid(name, _section(LEARNERS[name], {"margin": value}))[0]
+        if "margin" not in _args(LEARNERS[name], h):
             continue  # resolved before any pass by the learner's arguments hook
-        problems = dict(_jax_problems(LEARNERS[name], {"loss": value}))
-        assert f"methods.{name}.loss" in problems, problems
-        assert repr(value) in problems[f"methods.{name}.loss"]
-        cfg = tiny_config(methods={name: {"loss": value}}, feature_map={"kind": "relu"})
+        problems = dict(_jax_problems(LEARNERS[name], {"margin": value}))
+        assert f"methods.{name}.margin" in problems, problems
+        assert repr(value) in problems[f"methods.{name}.margin"]
+        cfg = tiny_config(methods={name: {"margin": value}}, feature_map={"kind": "relu"})
         path = write_config(tmp_path / f"{value}.yaml", cfg)
         assert invoke(["validate", path]).exit_code == 0
         out = refused(
-            invoke(["validate", path, "--set", "engine=jax"]), f"methods.{name}.loss", name
+            invoke(["validate", path, "--set", "engine=jax"]), f"methods.{name}.margin", name
         )
         assert "jax pass" in out
 

@@ -38,8 +38,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
-    # passes), the exact-kernel theory, the matched budget
-    ("plugins", ("features", "data", "datasets", "learners", "theory", "budget")),
+    # passes), losses, the exact-kernel theory, the matched budget
+    ("plugins", ("features", "data", "datasets", "learners", "losses", "theory", "budget")),
     ("config", ("config",)),  # validation, resolution, the grid of cells
     ("cell", ("cell",)),  # what one cell is and computes
     ("engines", ("engines", "distributed")),  # how cells are executed

@@ -1,8 +1,8 @@
-"""The ``evaluation`` section's keys, and two keys that must not change a config resolved without
-them (docs/protocol.md §5.2-§5.3): ``evaluation.select_on`` and ``methods.<learner>.eta_scale``.
-Each of the two is stored in the resolved config only when it differs from its default, so cell
-ids, record digests and resumes of configs that do not use them are those of before the keys
-existed."""
+"""The ``evaluation`` section's keys, and keys that must not change a config resolved without
+them (docs/protocol.md §5.2-§5.3, §12): ``evaluation.select_on``, ``methods.<learner>.eta_scale``
+and the loss (``loss``, ``methods.<learner>.loss``). Each is stored in the resolved config only
+when it differs from its default, so cell ids, record digests and resumes of configs that do not
+use them are those of before the keys existed."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..learners.base import ETA_SCALE
+from ..losses import DEFAULT_LOSS, LOSSES
 from ..params import Param, check_scalar, check_section, check_value, key_text, show, unknown
 
 EVALUATION_PARAMS = (
@@ -143,11 +145,12 @@ def check_edges_ok(name: str, raw: Any, problems: list) -> dict[str, str] | None
 def check_method(name: str, raw: Any, problems: list) -> dict:
     """A learner's section; a learner with ``eta`` also takes ``eta_scale``
     (docs/protocol.md §5.3), kept in the resolved config only when it is not ``none``; every
-    learner takes ``edges_ok`` (:func:`check_edges_ok`), kept only when given."""
+    learner takes ``edges_ok`` (:func:`check_edges_ok`), kept only when given, and ``loss``
+    (resolved afterwards with the experiment's, :func:`add_losses`)."""
     spec = LEARNERS[name]
     path = f"methods.{name}"
     has_eta = ETA_SCALE in spec.config_params
-    skip = (("eta_scale",) if has_eta else ()) + (EDGES_OK,)
+    skip = (("eta_scale",) if has_eta else ()) + (EDGES_OK, "loss")
     out = check_section(raw, spec.params, path, problems, skip=skip)
     if has_eta and isinstance(raw, dict) and "eta_scale" in raw:
         scale = check_scalar(ETA_SCALE, raw["eta_scale"], f"{path}.eta_scale", problems)
@@ -337,3 +340,74 @@ def check_protocol(cfg: dict, problems: list) -> None:
                 "predictors: it needs evaluation.kernel: free and evaluation.m_test: train",
             )
         )
+
+
+# ----------------------------------------------------------------------------------------------
+# the loss (docs/protocol.md §12): ``loss`` for the experiment, ``methods.<learner>.loss`` for one
+# learner; stored only where it is not the square loss (a learner's section holds the loss it
+# learns with: the cells' keys and the ``fit`` keyword ``loss``)
+
+
+def loss_param() -> Param:
+    """The ``loss`` key: one of the registered losses (read when asked: a loss registered later
+    is a choice too)."""
+    return Param(
+        "loss",
+        "str",
+        DEFAULT_LOSS,
+        "the loss every learner learns with and is scored on (a learner's own methods.<name>.loss "
+        "overrides it): " + ", ".join(LOSSES),
+        choices=tuple(LOSSES),
+        listable=False,
+    )
+
+
+def add_losses(raw: Mapping, cfg: dict, problems: list) -> None:
+    """Resolve the experiment's ``loss`` and each learner's: ``methods.<name>.loss`` where given,
+    else the experiment's. A learner's loss must be one its spec lists
+    (``LearnerSpec.supported_losses``), and a loss on ±1 labels (``labels: pm1``) needs a dataset
+    whose labels are ±1 (``DatasetSpec.labels``): otherwise a problem naming the key that set it.
+    A loss other than the square loss is stored in ``cfg["loss"]`` and in the learner's section
+    (so it reaches the cells' keys and ``fit``); the square loss nowhere."""
+    param = loss_param()
+    top = check_scalar(param, raw.get("loss", DEFAULT_LOSS), "loss", problems)
+    if top is None:
+        return
+    if top != DEFAULT_LOSS:
+        cfg["loss"] = top
+    ds = cfg.get("dataset")
+    kind = ds.get("kind") if isinstance(ds, dict) else None
+    labels = getattr(DATASETS[kind], "labels", "real") if kind in DATASETS else None
+    methods = raw.get("methods") if isinstance(raw.get("methods"), dict) else {}
+    for name, section in cfg["methods"].items():
+        mraw = methods.get(name)
+        if isinstance(mraw, dict) and "loss" in mraw:
+            path = f"methods.{name}.loss"
+            loss = check_scalar(param, mraw["loss"], path, problems)
+            if loss is None:
+                continue
+        else:
+            path, loss = "loss", top
+        supported = LEARNERS[name].supported_losses
+        if loss not in supported:
+            problems.append(
+                (
+                    path,
+                    f"{name} learns with the loss{'es' if len(supported) > 1 else ''} "
+                    f"{', '.join(supported)}, not {show(loss)}"
+                    + ("" if path != "loss" else f" (set methods.{name}.loss to one of them)"),
+                )
+            )
+            continue
+        if labels is not None and LOSSES[loss].labels == "pm1" and labels != "pm1":
+            problems.append(
+                (
+                    path,
+                    f"the loss {show(loss)} needs ±1 labels; dataset {kind!r} has real labels "
+                    f"(use a loss for real labels: "
+                    f"{', '.join(n for n, s in LOSSES.items() if s.labels == 'real')})",
+                )
+            )
+            continue
+        if loss != DEFAULT_LOSS:
+            section["loss"] = loss

@@ -38,6 +38,7 @@ from .keys import (
     EVALUATION_PARAMS,
     NEW_EVALUATION_KEYS,
     add_evaluation_keys,
+    add_losses,
     add_select_on,
     check_method,
     check_protocol,
@@ -127,6 +128,7 @@ TOP_LEVEL = (
     "methods",
     "limits",
     "engine",
+    "loss",
 )
 # written into the resolved config (never read from a user's file: recomputed on every load)
 DERIVED = ("inputs", "data_used")
@@ -286,6 +288,7 @@ def resolve(
             if LEARNERS[mname].check is not None:
                 found = LEARNERS[mname].check(section)
                 problems += [(f"methods.{mname}.{key}", msg) for key, msg in found]
+    add_losses(raw, cfg, problems)
     add_select_on(raw_eval, cfg, problems)
     add_evaluation_keys(raw_eval, cfg, problems)
     if not problems:

@@ -166,6 +166,8 @@ class Experiment(Mapping):
     # given, is a mapping parameter -> reason, no parameter: ilnrun.config.keys.grid_params)
     engine: str
     raw: dict
+    # the experiment's loss (``loss``; each learner's own is in its section of ``methods``)
+    loss: str = "square"
 
     @classmethod
     def from_dict(cls, d: dict) -> Experiment:
@@ -182,6 +184,7 @@ class Experiment(Mapping):
             methods=_freeze(d["methods"]),
             engine=d.get("engine", "numpy"),
             raw=_freeze(d),
+            loss=d.get("loss", "square"),
         )
 
     def as_dict(self) -> dict:

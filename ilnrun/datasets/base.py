@@ -105,6 +105,7 @@ class DatasetSpec:
     # into the folder it is given. ``None`` for a kind whose data cannot be made up here (the
     # tests bring their own example).
     example: Callable[[Path], dict] | None = None
+    labels: str = "real"
 
 
 def declared(params: tuple[Param, ...]) -> Callable:

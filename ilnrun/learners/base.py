@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..features import Coordinate, FeatureMap
+from ..losses import DEFAULT_LOSS, EVERY, LOSSES
 from ..params import Param
 from ..schedules import SCHEDULES, step_sizes
 from ..stopping import deferred
@@ -73,11 +74,21 @@ def is_divergent(yhat: float) -> bool:
 class OnlinePass:
     """The bookkeeping every online pass shares (docs/algorithms.md): the step sizes ``eta_t``
     and labels as Python floats (the same IEEE doubles as numpy scalars, cheaper per round),
-    the losses ``0.5 (yhat_t - y_t)^2``, and the two ways a pass stops early — its deadline
-    (looked at from round 2 on) and a divergent prediction (:func:`is_divergent`)."""
+    the losses ``l(yhat_t, y_t)`` (``0.5 (yhat_t - y_t)^2`` for the square loss, the default;
+    :mod:`ilnrun.losses`), and the two ways a pass stops early — its deadline (looked at from
+    round 2 on) and a divergent prediction (:func:`is_divergent`).
+
+    ``gradient(t, yhat)`` is ``l'(yhat, y_t)`` of the pass's loss (``yhat - y_t`` for the
+    square loss): an online learner steps along ``-eta_t`` times it (Dai et al., Algorithm 1)."""
 
     def __init__(
-        self, y: np.ndarray, eta: float, schedule: str, decay: float | None, deadline: float | None
+        self,
+        y: np.ndarray,
+        eta: float,
+        schedule: str,
+        decay: float | None,
+        deadline: float | None,
+        loss: str = DEFAULT_LOSS,
     ) -> None:
         self.T = len(y)
         self.etas = step_sizes(schedule, eta, self.T, decay).tolist()
@@ -85,6 +96,15 @@ class OnlinePass:
         self.losses = np.empty(self.T)
         self.deadline = deadline
         self.diverged = self.timed_out = False
+        # the square loss keeps its own arithmetic (the committed numbers'); others their spec's
+        self.square = loss == DEFAULT_LOSS
+        self.loss = LOSSES[loss]
+
+    def gradient(self, t: int, yhat: float) -> float:
+        """``l'(yhat, y_t)``: ``yhat - y_t`` for the square loss."""
+        if self.square:
+            return yhat - self.y[t]
+        return float(self.loss.derivative(yhat, self.y[t]))
 
     def rounds(self):
         """``t = 0 .. T-1``, stopping (``timed_out``, losses cut to the rounds played) when the
@@ -99,7 +119,10 @@ class OnlinePass:
     def diverges(self, t: int, yhat: float) -> bool:
         """Records round ``t``'s loss; True (``diverged``, losses cut after round ``t``) when
         ``yhat`` is divergent: the pass must stop."""
-        self.losses[t] = 0.5 * (yhat - self.y[t]) ** 2
+        if self.square:
+            self.losses[t] = 0.5 * (yhat - self.y[t]) ** 2
+        else:
+            self.losses[t] = self.loss.value(yhat, self.y[t])
         if is_divergent(yhat):
             self.diverged = True
             self.losses = self.losses[: t + 1]
@@ -552,6 +575,11 @@ class LearnerSpec:
       keywords. A keyword a pass does not name is not implemented: the compiled pass leaves
       such a setting to the numpy code (noted), the jax engine refuses it at validation (exit
       status 2). A pass with no entry implements nothing (:mod:`ilnrun.learners.implements`).
+    - ``losses``: the losses it learns with (:mod:`ilnrun.losses`; ``"every"``, i.e.
+      :data:`ilnrun.losses.EVERY`, for a pass that steps along any loss's derivative). A learner
+      with more than the square loss takes the ``fit`` keyword ``loss`` (the loss's name; absent
+      for the square loss, so every square-loss setting keeps its keywords, cells and
+      declarations); ``ilnrun validate`` refuses a loss it does not list (exit status 2).
     """
 
     name: str
@@ -583,6 +611,13 @@ class LearnerSpec:
     check_settings: Callable[[list[dict], str], list[tuple[str, str]]] | None = None
     skip: Callable[[dict], bool] | None = None
     implements: dict[str, Implements] = field(default_factory=dict)
+    losses: tuple[str, ...] | str = (DEFAULT_LOSS,)
+
+    @property
+    def supported_losses(self) -> tuple[str, ...]:
+        """The losses it learns with (``losses``; :data:`ilnrun.losses.EVERY`: every registered
+        loss, those registered after it included)."""
+        return tuple(LOSSES) if self.losses == EVERY else tuple(self.losses)
 
     def engine(self, name: str):
         """The module implementing this learner on engine ``name`` (imported on first use), or

@@ -1,11 +1,11 @@
-"""Doubly Stochastic Gradient Descent — Dai et al. (2014) Algorithms 1 and 2, squared loss.
+"""Doubly Stochastic Gradient Descent — Dai et al. (2014) Algorithms 1 and 2, any loss.
 
 Round t (``gamma_t`` is the config's ``eta`` under its schedule):
 
     f(x_t) = sum_{i<t} sum_j alpha_{i,j} psi(x_t; omega_{i,j})     # Algorithm 2: every earlier
                                                                    # feature evaluated on x_t
     sample omega_{t,1..k} ~ mu
-    alpha_{t,j} = -gamma_t (f(x_t) - y_t) psi(x_t; omega_{t,j}) / k  # Algorithm 1, line 5
+    alpha_{t,j} = -gamma_t l'(f(x_t), y_t) psi(x_t; omega_{t,j}) / k  # Algorithm 1, line 5
     alpha_{i,.} <- (1 - gamma_t nu) alpha_{i,.}  for i < t           # Algorithm 1, line 6
 
 The ``dai`` preset (docs/algorithms.md §2.5) is the ILN paper's reading of Dai et al. (its
@@ -20,6 +20,10 @@ Round t spends ``k (t - 1)`` evaluations on earlier features plus ``k`` on its o
 spends ``k T (T + 1) / 2``. The decay is a global scale (``alpha = s * c``), not a loop, and the
 earlier features are evaluated on ``x_t`` in one vectorized gather.
 
+``l'`` is the derivative of the setting's ``loss`` (:mod:`ilnrun.losses`; ``f(x_t) - y_t``
+for the square loss, the default). The compiled and jax passes implement the square loss; the
+numpy pass every loss.
+
 ``average=True`` returns the averaged iterate ``fbar = (1/T) sum_{t=1..T} f_t`` on the same
 ``k T`` features (:func:`averaged_coef`); the pass itself is unchanged.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..features import FeatureMap
+from ..losses import EVERY
 from ..params import Param
 from ..schedules import step_sizes
 from .base import (
@@ -64,6 +69,7 @@ def fit(
     schedule: str = "constant",
     decay: float | None = None,
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round.
@@ -72,7 +78,7 @@ def fit(
     a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
     numpy code (:func:`fit_numpy`): the same draws and the same numbers, bit for bit
     (docs/algorithms.md §2.6)."""
-    kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average)
+    kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average, loss=loss)
     kw.update(deadline=deadline)
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
@@ -86,8 +92,11 @@ def fit(
 
 
 # What the compiled pass (fit_compiled) and the jax pass (doubly_sgd_jax) implement, by ``fit``
-# keyword (ilnrun.learners.implements): the jax pass returns the final predictor only.
-COMPILED = Implements(dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY))
+# keyword (ilnrun.learners.implements): the square loss only (other losses run in numpy); the jax
+# pass returns the final predictor only.
+COMPILED = Implements(
+    dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY, loss=("square",))
+)
 JAX = Implements({**COMPILED.values, "average": (False,)})
 
 
@@ -103,13 +112,16 @@ def fit_compiled(
     schedule: str = "constant",
     decay: float | None = None,
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
     and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does), then
-    between calls of a few million evaluations."""
+    between calls of a few million evaluations. The square loss only (:data:`COMPILED`)."""
     from . import random_feature_kernels as kernels
 
+    if loss != "square":
+        raise ValueError(f"the compiled Doubly SGD pass has the square loss only, got {loss!r}")
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -153,11 +165,12 @@ def fit_numpy(
     schedule: str = "constant",
     decay: float | None = None,
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round, in numpy (the
     reference)."""
-    run = OnlinePass(y, eta, schedule, decay, deadline)
+    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
     T, gammas = run.T, run.etas
     W = None  # stored omegas, allocated on the first draw (shape depends on the map)
     c = np.zeros(k * T)  # alpha = s * c
@@ -167,7 +180,7 @@ def fit_numpy(
     point, sample = fmap.point, fmap.sample
 
     for t in run.rounds():
-        x_t, y_t = X[t], run.y[t]
+        x_t = X[t]
         n_old = k * t
         if n_old:
             psi_old = point(x_t, W[:n_old])
@@ -184,8 +197,9 @@ def fit_numpy(
         W[n_old : n_old + k] = omega
         psi_new = point(x_t, omega)
         train_evals += psi_new.size
-        # alpha_{t,.} = -gamma_t (f_t - y_t) psi_new / k, stored as c = alpha / s (in place)
-        psi_new *= -gammas[t] * (f_t - y_t)
+        # alpha_{t,.} = -gamma_t l'(f_t, y_t) psi_new / k, stored as c = alpha / s (in place);
+        # l'(f_t, y_t) = f_t - y_t for the square loss
+        psi_new *= -gammas[t] * run.gradient(t, f_t)
         if k != 1:  # (x / 1 is x exactly: skipping it changes no bit)
             psi_new /= k
         appended[n_old : n_old + k] = psi_new
@@ -420,6 +434,7 @@ SPEC = LearnerSpec(
     memory=lambda k, T, w: 8 * (k * T * (w + 3) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
     implements={"compiled": COMPILED, "jax": JAX},
+    losses=EVERY,  # Dai et al. Algorithm 1 with any loss's derivative (numpy pass)
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)
     # per evaluation and number of w: compiled ~2e-10 s, numpy ~5e-10 s (bench/random_features.py)

@@ -3,10 +3,13 @@
 Sample ``r`` parameters once; ``z(x) = [psi(x; w_1) ... psi(x; w_r)] / sqrt(r)``; fit
 ``f(x) = beta . z(x)`` in one pass over the ``T`` training points (docs/algorithms.md §3).
 
-``solver: sgd`` (the default): one online pass of SGD on the squared loss,
+``solver: sgd`` (the default): one online pass of SGD on the setting's ``loss``
+(:mod:`ilnrun.losses`; the square loss by default, ``l'(yhat, y) = yhat - y``),
 
     yhat_t = beta_t . z(x_t)
-    beta_{t+1} = beta_t - eta_t ((yhat_t - y_t) z(x_t) + lam beta_t)
+    beta_{t+1} = beta_t - eta_t (l'(yhat_t, y_t) z(x_t) + lam beta_t)
+
+(the compiled and jax passes: the square loss only; other losses run in numpy).
 
 With ``average: true`` the returned predictor is the averaged iterate
 ``beta_bar = (1/T) sum_{t=1..T} beta_t``, the mean of the iterates that predicted
@@ -26,7 +29,8 @@ objective over the points before ``t`` (``(1/T) sum_{s<t} (...)^2 + lam |beta|^2
 dual when ``r > T`` (the Cholesky factor of ``T lam I + Z Z^T``, grown by a row a round:
 ``O(r t + t^2)``): ``O(min(r, T)^2 max(r, T))`` in all. ``lam > 0`` is required: with
 ``lam = 0`` the system is singular whenever ``t < r`` or features repeat, so a grid's ``lam = 0``
-runs under SGD only (``ilnrun validate`` refuses ridge without a positive ``lam``). ``eta``,
+runs under SGD only (``ilnrun validate`` refuses ridge without a positive ``lam``, and with a
+loss other than the square loss). ``eta``,
 ``schedule``, ``decay`` and ``average`` are not used.
 
 Each round evaluates the ``r`` features on ``x_t``: a pass spends ``r T`` evaluations (either
@@ -40,6 +44,7 @@ import math
 import numpy as np
 
 from ..features import FeatureMap
+from ..losses import EVERY
 from ..params import Param
 from ..schedules import step_sizes
 from .base import (
@@ -75,6 +80,7 @@ def fit(
     decay: float | None = None,
     solver: str = "sgd",
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """One pass over ``(X, y)`` with ``r`` fixed random features: SGD or ridge (``solver``).
@@ -84,7 +90,7 @@ def fit(
     :func:`ridge_compiled`), else the numpy code (:func:`fit_numpy`): the same draws and the
     same numbers, bit for bit (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, r=r, lam=lam, schedule=schedule, decay=decay, solver=solver,
-              average=average, deadline=deadline)  # fmt: skip
+              average=average, loss=loss, deadline=deadline)  # fmt: skip
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
     if (
@@ -96,9 +102,11 @@ def fit(
     return fit_numpy(X, y, fmap, rng, **kw)
 
 
-def _checked(solver: str, eta: float | None, lam: float) -> None:
+def _checked(solver: str, eta: float | None, lam: float, loss: str = "square") -> None:
     """Refuse what a pass cannot run (``ilnrun validate`` refuses it first:
     :func:`_check_settings`)."""
+    if solver == "ridge" and loss != "square":
+        raise ValueError(f"solver ridge fits the square loss only, got loss={loss!r}")
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
     if solver == "ridge" and not lam > 0:
@@ -110,8 +118,11 @@ def _checked(solver: str, eta: float | None, lam: float) -> None:
 # What the compiled pass (fit_compiled: SGD and ridge) and the jax pass (fixed_random_jax: SGD,
 # the final iterate) implement, by ``fit`` keyword (ilnrun.learners.implements).
 COMPILED = Implements(
-    dict(r=ANY, eta=ANY, lam=ANY, schedule=ANY, decay=ANY, solver=SOLVERS, average=ANY)
-)
+    dict(
+        r=ANY, eta=ANY, lam=ANY, schedule=ANY, decay=ANY, solver=SOLVERS, average=ANY,
+        loss=("square",),
+    )
+)  # fmt: skip
 JAX = Implements({**COMPILED.values, "solver": ("sgd",), "average": (False,)})
 
 
@@ -128,6 +139,7 @@ def fit_compiled(
     decay: float | None = None,
     solver: str = "sgd",
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``random_feature_kernels.fr_rounds``, ``ridge_rounds``): the
@@ -137,6 +149,8 @@ def fit_compiled(
     from . import random_feature_kernels as kernels
 
     _checked(solver, eta, lam)
+    if loss != "square":
+        raise ValueError(f"the compiled Fixed-Random pass has the square loss only, got {loss!r}")
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     yv = np.ascontiguousarray(y, dtype=float)
@@ -220,14 +234,15 @@ def fit_numpy(
     decay: float | None = None,
     solver: str = "sgd",
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
     """One pass with ``r`` fixed random features, in numpy (the reference): SGD (averaged with
     ``average``) or, with ``solver="ridge"``, recursive least squares (:func:`ridge_numpy`)."""
-    _checked(solver, eta, lam)
+    _checked(solver, eta, lam, loss)
     if solver == "ridge":
         return ridge_numpy(X, y, fmap, rng, r=r, lam=lam, deadline=deadline)
-    run = OnlinePass(y, eta, schedule, decay, deadline)
+    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
     etas = run.etas
     W = fmap.sample(rng, r)
     features_sampled = len(W)
@@ -248,7 +263,7 @@ def fit_numpy(
             break
         if lam:
             beta *= 1.0 - etas[t] * lam
-        z *= etas[t] * (yhat - run.y[t])
+        z *= etas[t] * run.gradient(t, yhat)  # l'(yhat, y_t): yhat - y_t for the square loss
         beta -= z
     if average:
         beta = bsum / len(run.losses)
@@ -431,6 +446,15 @@ def _check_settings(hypers: list[dict], engine: str) -> list[tuple[str, str]]:
     and ``average``, its declaration :data:`JAX` refuses.)"""
     out = []
     ridge = [h for h in hypers if h.get("solver") == "ridge"]
+    losses = sorted({h["loss"] for h in ridge if h.get("loss") not in (None, "square")})
+    if losses:
+        out.append(
+            (
+                "solver",
+                f"solver ridge fits the square loss only (least squares), got loss "
+                f"{', '.join(losses)}; use solver: sgd for it",
+            )
+        )
     if ridge and all(_skip(h) for h in ridge):
         out.append(
             (
@@ -484,6 +508,7 @@ SPEC = LearnerSpec(
     estimator_defaults={"eta": 0.3},
     engines={"jax": ".fixed_random_jax"},  # the same pass on the jax engine (SGD only)
     implements={"compiled": COMPILED, "jax": JAX},
+    losses=EVERY,  # SGD with any loss's derivative (numpy pass); ridge: the square loss only
     kernel_blocks=False,  # a feature expansion evaluates itself
     # ~2 ns per evaluation and number of w (T = 4 000, r = 2 000: 0.1 s coordinate, 0.15 s relu)
     # per feature, round and number of w: compiled ~3e-10 s, numpy ~6e-10 s (diamonds relu cells)

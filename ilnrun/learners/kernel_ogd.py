@@ -4,7 +4,7 @@ The "kernel trick" reference of the ILN paper: the same online gradient descent 
 Gradient, with exact kernel values and no budget:
 
     yhat_t  = sum_{i<t} alpha_i k(x_i, x_t)
-    alpha_t = eta_t (y_t - yhat_t)
+    alpha_t = eta_t (y_t - yhat_t)          (square loss; any loss: -eta_t l'(yhat_t, y_t))
 
 Like-for-like with Shrinking Gradient (theorem1's control, docs/algorithms.md §4):
 ``preset: theory`` takes SG's step of Theorem 1, ``eta = B / sqrt(T)`` (constant; paper Eq. 15
@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from ..features import FeatureMap
+from ..losses import EVERY
 from ..params import Param
 from ..theory import primal_evaluation
 from .base import (
@@ -60,15 +61,18 @@ def fit(
     B: float = 1.0,
     shrink: bool = False,
     average: bool = False,
+    loss: str = "square",
     deadline: float | None = None,
 ) -> FitResult:
-    """One online pass of kernel OGD on the squared loss; with ``shrink``, SG's rule: a round
+    """One online pass of kernel OGD on the loss ``loss`` (:mod:`ilnrun.losses`; the square
+    loss by default: ``alpha_t = eta_t (y_t - yhat_t)``, in general
+    ``alpha_t = -eta_t l'(yhat_t, y_t)``); with ``shrink``, SG's rule: a round
     whose prediction has ``|yhat_t| >= 16 B`` divides ``alpha`` by 4 and takes no step. With
     ``average``, the predictor returned is the averaged iterate ``fbar = (1/n) sum_{t<n} f_t``
     over the ``n`` rounds played (Shrinking Gradient's, Corollary 1): ``alpha_t`` as appended
     times :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` of the rounds' factors
     (1, or 1/4 in a round that shrinks)."""
-    run = OnlinePass(y, eta, schedule, decay, deadline)
+    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
     T, etas = run.T, run.etas
     threshold = SHRINK_BOUND * B if shrink else math.inf
     alpha = np.zeros(T)
@@ -93,7 +97,10 @@ def fit(
         if run.diverges(t, yhat):
             break
         if abs(yhat) < threshold:
-            alpha[t] = etas[t] * (run.y[t] - yhat)
+            if run.square:
+                alpha[t] = etas[t] * (run.y[t] - yhat)
+            else:
+                alpha[t] = -etas[t] * run.gradient(t, yhat)
             appended[t] = alpha[t]
         else:  # shrink: alpha <- alpha / 4 (exact in floating point), no step
             alpha[:t] /= 4.0
@@ -108,8 +115,10 @@ def fit(
 
 
 # What the jax pass (kernel_ogd_jax) implements, by ``fit`` keyword
-# (ilnrun.learners.implements): the final predictor only. No compiled pass.
-JAX = Implements(dict(eta=ANY, schedule=ANY, decay=ANY, B=ANY, shrink=ANY, average=(False,)))
+# (ilnrun.learners.implements): the final predictor and the square loss only. No compiled pass.
+JAX = Implements(
+    dict(eta=ANY, schedule=ANY, decay=ANY, B=ANY, shrink=ANY, average=(False,), loss=("square",))
+)
 
 PARAMS = (
     *STEP_PARAMS,
@@ -203,5 +212,6 @@ SPEC = LearnerSpec(
     memory=lambda size, T, w: 8 * (7 * BLOCK * T + 5 * T),
     engines={"jax": ".kernel_ogd_jax"},  # the same pass on the jax engine
     implements={"jax": JAX},
+    losses=EVERY,  # alpha_t = -eta_t l'(yhat_t, y_t) for any loss (numpy pass)
     seconds=lambda size, T, w, args, kv: 2e-5 * T + T * (T - 1) // 2 * kv,
 )

@@ -139,7 +139,11 @@ def against(
 ONE_REPETITION = "One repetition: no interval or verdict can be computed."
 
 # the best-constant loss on the same test points as a test loss
-CONST_OF = {"test_loss": "test_loss_const", "test_loss_estimated": "test_loss_const_subset"}
+CONST_OF = {
+    "test_loss": "test_loss_const",
+    "test_loss_estimated": "test_loss_const_subset",
+    "test_error": "test_error_const",
+}
 
 # The two protocols of a verdict (docs/protocol.md §7.3). ``KERNEL``: the proposed learner
 # selected and scored as the run's tables do — with the closed-form kernel in an exact run;
@@ -430,6 +434,28 @@ class ReportData:
         out = fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])
         versus = "test_loss" if metric == "test_nmse" else metric  # same comparison
         return out + (self.mean_flag(method, k, x, versus) if flag else "")
+
+    @property
+    def losses(self) -> dict[str, str]:
+        """Each learner's loss (``runs.csv``'s ``loss`` column; the square loss for results
+        written before it existed), in learner order."""
+        if "loss" not in self.runs:
+            return dict.fromkeys(self.methods, "square")
+        first = self.runs.groupby("method", sort=False)["loss"].first()
+        return {m: str(first.get(m, "square")) for m in self.methods}
+
+    def mixed_losses(self) -> str | None:
+        """A sentence when the learners learn with different losses (their losses are then in
+        different units: compare them by ``test_error``), else ``None``."""
+        losses = self.losses
+        if len(set(losses.values())) < 2:
+            return None
+        each = ", ".join(f"{label(m)}: {v}" for m, v in losses.items())
+        return (
+            f"The learners learn with different losses ({each}): their test and online losses, "
+            "the loss ratios of the verdicts and the loss yardsticks are in different units; "
+            "the test error rate (`test_error`) compares them on one scale."
+        )
 
     @property
     def has_const(self) -> bool:

@@ -261,6 +261,8 @@ def render(r: ReportData) -> list[str]:
     L = ["## Headline", ""]
     if not r.tested:
         L.append(f"- {ONE_REPETITION}")
+    if r.mixed_losses():
+        L.append(f"- {r.mixed_losses()}")
     L += mean_lines(r)
     L += gap_lines(r)
     L += rate_lines(r)

@@ -14,6 +14,7 @@ from ...datasets import DATASETS
 from ...datasets.base import NOISE_CHOICE
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
+from ...losses import LOSSES
 from ..data import ONE_REPETITION, ReportData, label, m_test_text, md_table
 from .selection import selection_sentence
 
@@ -87,6 +88,7 @@ def render(r: ReportData) -> list[str]:
     L += [f"- {c}" for c in DATASETS[ds["kind"]].choices if applies(c, ds)]
     L.append(f"- {FEATURE_MAPS[cfg['feature_map']['kind']].choices}")
     L += [f"- {c if r.tested or c != INTERVALS else ONE_REPETITION}" for c in PROTOCOL_CHOICES]
+    L += loss_lines(r)
     for m in r.methods:
         L += [f"- {c}" for c in LEARNERS[m].choices]
     return L + [""]
@@ -145,3 +147,26 @@ def _scored_points(cfg, T) -> int:
         if t == int(T):
             return n_val + n_test
     return 0
+
+
+def loss_lines(r: ReportData) -> list[str]:
+    """What the losses are, when a learner learns with another loss than the square loss
+    (docs/protocol.md §12); nothing otherwise (reports of square-loss results are unchanged)."""
+    losses = r.losses
+    if set(losses.values()) <= {"square"}:
+        return []
+    out = []
+    for name in dict.fromkeys(losses.values()):
+        spec = LOSSES.get(name)
+        who = ", ".join(label(m) for m, v in losses.items() if v == name)
+        what = spec.summary if spec is not None else name
+        out.append(
+            f"- Loss of {who}: {what}; its `test_loss`, `val_loss` and online loss are this "
+            "loss, its mean predictor is this loss's best constant."
+        )
+    out.append(
+        "- `test_error`: the fraction of test points whose label's sign differs from the "
+        "prediction's (a prediction of 0 counts as an error)."
+    )
+    mixed = r.mixed_losses()
+    return out + ([f"- {mixed}"] if mixed else [])

@@ -19,6 +19,13 @@ MARKS = (
 )
 
 
+ERROR_MARKS = (
+    "Yardstick: the sign of the best constant predictor of each learner's loss (the majority "
+    "class). Marks (paired by repetition, 95% t-interval of `error − the constant's error`): "
+    "**‡** significantly *worse*, **†** not significantly better; no mark: significantly better."
+)
+
+
 def spread(r: ReportData) -> str:
     """What a table's cells are: ``mean ± 95% CI over repetitions``, or the one repetition's
     value."""
@@ -38,6 +45,11 @@ TABLES = (
         (("test_nmse_const", "mean predictor"),),
     ),
     ("online_loss", "Online loss", ()),
+    (
+        "test_error",
+        "Test error rate (misclassified test points, sign f(x) against ±1 labels)",
+        (("test_error_const", "best constant's sign"),),
+    ),
 )
 
 
@@ -52,7 +64,11 @@ def render(r: ReportData) -> list[str]:
         yard = tuple((c, h) for c, h in yard if f"{c}_mean" in r.summary)
         flag = metric != "online_loss" and r.has_const
         L += [f"## {title} ({spread(r)}, selected settings)", ""]
-        if flag:
+        if metric == "test_loss" and r.mixed_losses():
+            L += [str(r.mixed_losses()), ""]
+        if flag and metric == "test_error":
+            L += [f"{ERROR_MARKS if r.tested else ONE_REPETITION}", ""]
+        elif flag:
             L += [f"{YARDSTICKS} {MARKS if r.tested else ONE_REPETITION}", ""]
         yhead = [h for _, h in yard]
         if r.xa is None:

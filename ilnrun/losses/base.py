@@ -1,0 +1,68 @@
+"""What a loss is: its value, derivative, label space, yardstick and metrics (docs/protocol.md §12).
+
+A loss ``l(p, y)`` of a prediction ``p`` and a label ``y`` is a plugin like a learner, a feature
+map or a dataset: one module of :mod:`ilnrun.losses` declares it as ``SPEC``, a
+:class:`LossSpec`. The online learners that support it (``LearnerSpec.losses``) step along
+``-eta_t l'(yhat_t, y_t)`` times the round's features (Dai et al., Algorithm 1: ``alpha_t =
+-gamma_t l'(f(x_t), y_t)``), and evaluation scores every predictor with it. This module imports
+nothing heavy: ``ilnrun validate`` reads the specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# The label spaces a loss or a dataset declares (``DatasetSpec.labels``): ``real`` labels in
+# [-1, 1], or ``pm1`` labels in {-1, +1} (classification).
+LABEL_SPACES = ("real", "pm1")
+
+# The metric columns a loss may report besides ``test_loss`` (docs/protocol.md §12):
+# ``test_nmse`` (mean (f(x) - y)^2 / var(y_test)) and ``test_error`` (the misclassification rate
+# of sign f(x); a prediction of exactly 0 counts as an error).
+METRICS = ("test_nmse", "test_error")
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """One loss.
+
+    - ``name``: the config value (``loss: <name>``, ``methods.<learner>.loss``); ``label`` its
+      formula for tables and figures; ``summary`` a sentence for ``ilnrun list`` and reports.
+    - ``value(p, y)``: ``l(p, y)``, elementwise over arrays (and for Python floats, the per-round
+      loss of an online pass); ``derivative(p, y)``: ``dl/dp``, the same way.
+    - ``labels``: the label space it needs (``real``: any label; ``pm1``: labels in {-1, +1};
+      ``ilnrun validate`` refuses a ``pm1`` loss on a dataset whose labels are ``real``).
+    - ``best_constant(y_train)``: the constant ``c`` minimising ``mean l(c, y_train)``, the
+      yardstick ``test_loss_const`` of every row (the best constant predictor a learner could
+      know from its training labels).
+    - ``metrics``: the metric columns it reports besides its loss (:data:`METRICS`).
+    - ``mean(p, y)`` (optional): ``mean l(p, y)`` when it must be computed in a fixed order of
+      operations (the square loss's ``0.5 * mean((p - y)^2)``, the committed numbers' formula);
+      else ``mean(value(p, y))``.
+    """
+
+    name: str
+    label: str
+    summary: str
+    value: Callable
+    derivative: Callable
+    labels: str
+    best_constant: Callable[[np.ndarray], float]
+    metrics: tuple[str, ...] = ()
+    mean: Callable[[np.ndarray, np.ndarray], float] | None = None
+
+    def risk(self, p: np.ndarray, y: np.ndarray) -> float:
+        """``mean l(p, y)`` over the points (:attr:`mean` when the loss gives it)."""
+        if self.mean is not None:
+            return self.mean(p, y)
+        return float(np.mean(self.value(np.asarray(p, dtype=float), np.asarray(y, dtype=float))))
+
+
+def error_rate(p: np.ndarray, y: np.ndarray) -> float:
+    """The misclassification rate of ``sign p`` on ±1 labels ``y``: ``mean(sign(p) != y)`` (a
+    prediction of exactly 0 has no sign and counts as an error: the zero predictor's rate is
+    1)."""
+    return float(np.mean(np.sign(p) != y))
