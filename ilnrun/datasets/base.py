@@ -72,6 +72,13 @@ class DatasetSpec:
     columns, rows and split sizes, recorded in ``config.yaml`` under ``data_used``; for a table
     read by name also ``inputs``, its content's identity) or ``None`` — one read of the data
     does both; ``choices`` are the sentences the report prints about it.
+
+    ``labels`` is the label space: ``"real"`` (regression: any real label, brought into
+    ``[-1, 1]`` by the one factor of :func:`scale_labels`) or ``"pm1"`` (binary
+    classification: every label of every split is exactly ``+1`` or ``-1``, so the scaling is
+    the identity; the ILN paper's remark after its Eq. 6 suggests the square loss on such labels
+    for classification). A loss declares the label spaces it accepts; which class is ``+1`` is
+    the kind's documented choice (docs/protocol.md §2).
     """
 
     name: str
@@ -91,6 +98,7 @@ class DatasetSpec:
     # into the folder it is given. ``None`` for a kind whose data cannot be made up here (the
     # tests bring their own example).
     example: Callable[[Path], dict] | None = None
+    labels: str = "real"
 
 
 def declared(params: tuple[Param, ...]) -> Callable:
