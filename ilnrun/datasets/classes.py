@@ -85,11 +85,11 @@ def _shown(values: np.ndarray, numeric: bool) -> str:
     return show(shown, 200)
 
 
-def pm1_labels(column: np.ndarray, classes: list | None, where: str) -> tuple[np.ndarray, ...]:
-    """``(rows kept, their ±1 labels)`` of a label column: the rows of the two ``classes`` (the
-    first ``+1``, the second ``-1``). A missing, malformed or absent class is a
-    :class:`DataError` naming ``classes``, with the classes the column has (``where`` names
-    the data in messages)."""
+def two_classes(classes: list | None) -> list:
+    """``classes`` as given, if it names two classes (checked before any data is read: an
+    OpenML data set is not fetched for a setting that cannot be built); else a
+    :class:`DataError` naming ``classes``. Whether they are distinct and present is known only
+    with the data (:func:`pm1_labels`)."""
     if classes is None:
         raise DataError("classes", "is required: the two class labels kept (first +1, second -1)")
     if len(classes) != 2:
@@ -99,6 +99,17 @@ def pm1_labels(column: np.ndarray, classes: list | None, where: str) -> tuple[np
             f"{show(classes)}; more than two classes are refused (no one-vs-rest: run one "
             "experiment per pair)",
         )
+    if str(classes[0]) == str(classes[1]):
+        raise DataError("classes", f"must name two distinct classes, got {show(classes)}")
+    return classes
+
+
+def pm1_labels(column: np.ndarray, classes: list | None, where: str) -> tuple[np.ndarray, ...]:
+    """``(rows kept, their ±1 labels)`` of a label column: the rows of the two ``classes`` (the
+    first ``+1``, the second ``-1``). A missing, malformed or absent class is a
+    :class:`DataError` naming ``classes``, with the classes the column has (``where`` names
+    the data in messages)."""
+    two_classes(classes)
     labels, numeric = _labels(np.asarray(column))
     keys = [_key(c, numeric) for c in classes]
     if keys[0] is not None and keys[0] == keys[1]:

@@ -22,6 +22,7 @@ from .classes import (
     enough_rows,
     pm1_dataset,
     pm1_table,
+    two_classes,
 )
 from .kind_openml import PARAMS as OPENML_PARAMS
 from .kind_openml import SPEC as OPENML
@@ -47,6 +48,7 @@ def openml_pm1(
     target's name; and that name."""
     if name is None:
         raise DataError("name", "is required: the OpenML data set's name")
+    two_classes(classes)  # before a fetch that may download
     frame, default = openml_frame(name, version, data_home)
     target = openml_target(target, default)
     if target not in frame.columns:
