@@ -6,11 +6,11 @@ the teacher's own builder with no noise (same inputs, support, coefficients and 
 training inputs (``threshold: median``, the default: balanced classes) or 0 (``zero``: the
 sign of ``f`` itself). ``0`` is a poor default: with the ``fourier`` or ``relu`` kernel every
 ``k(x_j, x)`` is positive and nearly constant in ``x``, so ``sign(f)`` is the sign of
-``sum_j c_j`` on nearly every input for most draws (one class on more than 90 % of the inputs
-for most seeds at ``D = 4`` and ``D = 20``). Then each label of every split is flipped
-independently with probability ``flip`` (drawn after the teacher's draws). Labels are exactly
-``±1``; the Bayes classifier is ``sign(f - t)``, with error rate ``flip``. The square loss on
-these labels is the ILN paper's suggestion for classification (the remark after its Eq. 6)."""
+``sum_j c_j`` on nearly every input for many draws (docs/protocol.md §2.10). Then each label
+of every split is flipped independently with probability ``flip`` (drawn after the teacher's
+draws). Labels are exactly ``±1``; the Bayes classifier is ``sign(f - t)``, with error rate
+``flip``. The square loss on these labels is the ILN paper's suggestion for classification
+(the remark after its Eq. 6)."""
 
 from __future__ import annotations
 
