@@ -697,7 +697,15 @@ def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
     repetition, seed, engine, setting, hyperparameters and the budget."""
     cell, budget, args = p.cell, p.budget, p.args
     row: dict = {"experiment": exp.name, "cell_id": cell.id, "method": cell.method}
-    row.update({k: v for k, v in cell.data.items() if k != "kind"})
+    # a list taken as one value (``features: [a, b]``, ``classes: [8, 6]``) is one cell of the
+    # tables, comma-separated: the tables group rows by these columns
+    row.update(
+        {
+            k: ",".join(map(str, v)) if isinstance(v, list) else v
+            for k, v in cell.data.items()
+            if k != "kind"
+        }
+    )
     row.update({f"fmap_{k}": v for k, v in inst.fmap.describe().items() if k != "kind"})
     row.update(
         repetition=cell.rep,

@@ -70,7 +70,7 @@ class Param:
     """
 
     name: str
-    type: str  # int | float | bool | str | strlist | path
+    type: str  # int | float | bool | str | strlist | classlist | path
     default: Any
     doc: str
     min: float | None = None
@@ -97,6 +97,11 @@ class Param:
         return self.label or self.name
 
 
+# the types whose list is one value, never an axis or a grid: ``strlist`` (column names) and
+# ``classlist`` (class labels, integers or strings: ``dataset.classes: [8, 6]``)
+ONE_VALUE_LISTS = ("strlist", "classlist")
+
+
 def _type_ok(p: Param, v: Any) -> bool:
     if p.type == "bool":
         return isinstance(v, bool)
@@ -108,6 +113,10 @@ def _type_ok(p: Param, v: Any) -> bool:
         return isinstance(v, str) or (
             isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
         )
+    if p.type == "classlist":
+        return isinstance(v, list) and all(
+            isinstance(x, (int, str)) and not isinstance(x, bool) for x in v
+        )
     return isinstance(v, str)
 
 
@@ -117,6 +126,7 @@ _WANT = {
     "bool": "true or false",
     "str": "a string",
     "strlist": "a string or a list of strings",
+    "classlist": "a list of class labels (integers or strings)",
     "path": "a file path",
 }
 
@@ -155,8 +165,9 @@ def check_scalar(p: Param, v: Any, path: str, problems: list) -> Any:
 
 def check_value(p: Param, v: Any, path: str, problems: list) -> Any:
     """A value or (when ``p.listable``) a non-empty list of distinct values of ``p``. A
-    ``strlist`` parameter takes its list as one value (never an axis or a grid)."""
-    if isinstance(v, list) and p.type != "strlist":
+    ``strlist`` or ``classlist`` parameter takes its list as one value (never an axis or a
+    grid)."""
+    if isinstance(v, list) and p.type not in ONE_VALUE_LISTS:
         if not p.listable:
             problems.append((path, f"must be a single value, not a list, got {show(v)}"))
             return None

@@ -16,11 +16,13 @@ import numpy as np
 def openml_cache_put(
     data_home: str | Path, name: str, table: dict, target: str, did: int, version: int = 1
 ) -> None:
-    """Write a numeric ``table`` into a ``fetch_openml`` cache under ``data_home`` as OpenML data
-    set ``name`` / ``version`` with id ``did`` and default target ``target``: the API answers
+    """Write a ``table`` into a ``fetch_openml`` cache under ``data_home`` as OpenML data set
+    ``name`` / ``version`` with id ``did`` and default target ``target``: the API answers
     (name search, description, features, qualities) and the ARFF file, gzipped where
     ``fetch_openml`` looks for them, with the checksum it verifies; afterwards
-    ``kind: openml`` reads ``name`` from the cache."""
+    ``kind: openml`` reads ``name`` from the cache. A column of numbers is a numeric
+    attribute; a column of strings a nominal one (as OpenML's classification targets are),
+    which ``fetch_openml`` reads as a pandas categorical."""
     root = Path(data_home).expanduser() / "openml" / "openml.org"
 
     def put(path: str, payload: bytes) -> None:
@@ -29,9 +31,21 @@ def openml_cache_put(
         f.write_bytes(gzip.compress(payload))
 
     cols = list(table)
-    values = [np.asarray(table[c], dtype=float).tolist() for c in cols]
-    lines = [f"@RELATION {name}"] + [f"@ATTRIBUTE {c} NUMERIC" for c in cols] + ["@DATA"]
-    lines += [",".join(repr(v) for v in row) for row in zip(*values, strict=True)]
+    nominal = {c: sorted(set(map(str, table[c]))) for c in cols if _is_text(table[c])}
+    values = [
+        [str(v) for v in table[c]] if c in nominal else np.asarray(table[c], dtype=float).tolist()
+        for c in cols
+    ]
+    lines = [f"@RELATION {name}"]
+    lines += [
+        f"@ATTRIBUTE {c} {{{','.join(nominal[c])}}}" if c in nominal else f"@ATTRIBUTE {c} NUMERIC"
+        for c in cols
+    ]
+    lines += ["@DATA"]
+    lines += [
+        ",".join(v if isinstance(v, str) else repr(v) for v in row)
+        for row in zip(*values, strict=True)
+    ]
     arff = ("\n".join(lines) + "\n").encode()
     file_id = did + 1
     api = "api/v1/json/data"
@@ -57,7 +71,7 @@ def openml_cache_put(
         {
             "index": str(i),
             "name": c,
-            "data_type": "numeric",
+            "data_type": "nominal" if c in nominal else "numeric",
             "is_target": str(c == target).lower(),
             "is_ignore": "false",
             "is_row_identifier": "false",
@@ -69,6 +83,10 @@ def openml_cache_put(
     qual = [{"name": "NumberOfInstances", "value": f"{len(values[0])}.0"}]
     put(f"{api}/qualities/{did}", json.dumps({"data_qualities": {"quality": qual}}).encode())
     put(f"data/v1/download/{file_id}/{name}.arff", arff)
+
+
+def _is_text(column) -> bool:
+    return np.asarray(column).dtype.kind in "OUS"
 
 
 def _example_openml(folder: Path) -> dict:
@@ -87,5 +105,21 @@ def openml_example(folder: Path) -> dict:
     return {"name": "ilnrun-example", "data_home": str(folder), "T": 60, "n_val": 40}
 
 
+def openml_binary_example(folder: Path) -> dict:
+    """A small classification data set (nominal target ``cls``: ``pos``, ``neg`` and a third
+    class ``other`` that the example leaves out) written into a cache under ``folder``."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(2, 150)).round(6)
+    cls = np.where(a + b > 0.5, "pos", np.where(a + b < -0.5, "neg", "other"))
+    openml_cache_put(folder, "ilnrun-classes", {"a": a, "b": b, "cls": cls}, "cls", 990102)
+    return {
+        "name": "ilnrun-classes",
+        "data_home": str(folder),
+        "classes": ["pos", "neg"],
+        "T": 40,
+        "n_val": 20,
+    }
+
+
 # examples of the dataset kinds that do not carry their own (``DatasetSpec.example is None``)
-EXAMPLES = {"openml": openml_example}
+EXAMPLES = {"openml": openml_example, "openml_binary": openml_binary_example}

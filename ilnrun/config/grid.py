@@ -27,7 +27,7 @@ import numpy as np
 from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..learners.base import SEED_FREE
-from ..params import NEVER, key_part
+from ..params import NEVER, ONE_VALUE_LISTS, key_part
 from .keys import grid_params
 from .typed import Experiment
 
@@ -141,7 +141,7 @@ def _files_by_content(cfg: Mapping, setting: dict) -> dict:
 def _is_axis(kind: str, key: str, value: Any) -> bool:
     """A list under ``dataset`` is an axis unless its parameter takes a list as one value."""
     types = {p.name: p.type for p in DATASETS[kind].params}
-    return isinstance(value, list) and types.get(key) != "strlist"
+    return isinstance(value, list) and types.get(key) not in ONE_VALUE_LISTS
 
 
 def axes(cfg: dict) -> list[str]:

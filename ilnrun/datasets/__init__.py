@@ -5,7 +5,9 @@
 
 Each builder takes the dataset rng first and returns train / validation / test splits drawn from
 one distribution, shared by every learner and every hyperparameter setting of a repetition
-(docs/protocol.md); labels are scaled by one factor ``1 / max |y_train|`` (:mod:`.base`).
+(docs/protocol.md); labels are scaled by one factor ``1 / max |y_train|`` (:mod:`.base`), the
+identity for the classification kinds, whose labels are exactly ``±1`` (``DatasetSpec.labels``
+``"pm1"``; :mod:`.classes`).
 Problems only the data can reveal raise :class:`DataError` naming the dataset key;
 :func:`inspect` returns them as a list so that ``ilnrun validate`` / ``ilnrun run`` report them
 before any cell runs.
@@ -16,12 +18,16 @@ from __future__ import annotations
 import numpy as np
 
 from . import (
+    kind_breast_cancer,
     kind_clipped_gaussian,
     kind_diabetes,
+    kind_digits,
     kind_file,
     kind_openml,
+    kind_openml_binary,
     kind_plotnine,
     kind_teacher,
+    kind_teacher_sign,
 )
 from .base import DataError, Dataset, DatasetSpec, declared
 from .identity import by_content, file_identity, resume_views
@@ -43,6 +49,10 @@ DATASETS: dict[str, DatasetSpec] = {
         kind_diabetes,
         kind_plotnine,
         kind_openml,
+        kind_teacher_sign,
+        kind_digits,
+        kind_breast_cancer,
+        kind_openml_binary,
     )
 }
 

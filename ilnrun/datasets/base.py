@@ -86,6 +86,13 @@ class DatasetSpec:
     for every setting before any cell (exit status 2 naming ``dataset.<key>``), so a builder
     never fails on a setting its check passed. ``choices`` are the sentences the report prints
     about it.
+
+    ``labels`` is the label space: ``"real"`` (regression: any real label, brought into
+    ``[-1, 1]`` by the one factor of :func:`scale_labels`) or ``"pm1"`` (binary
+    classification: every label of every split is exactly ``+1`` or ``-1``, so the scaling is
+    the identity; the ILN paper's remark after its Eq. 6 suggests the square loss on such labels
+    for classification). A loss declares the label spaces it accepts; which class is ``+1`` is
+    the kind's documented choice (docs/protocol.md §2).
     """
 
     name: str

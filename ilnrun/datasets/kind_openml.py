@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,14 +26,25 @@ from .tables import (
     with_log_target,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 OPENML_INSTALL = "pip install scikit-learn"
 
 
 def openml_table(name: str, version: int, data_home: str | None) -> tuple[Table, str]:
+    """An OpenML data set by name and version (:func:`openml_frame`) as a table (see
+    :func:`frame_table` for the columns kept) and the data set's default target column."""
+    frame, default = openml_frame(name, version, data_home)
+    return frame_table(frame, f"OpenML data set {name!r}"), default
+
+
+def openml_frame(name: str, version: int, data_home: str | None) -> tuple[pd.DataFrame, str]:
     """An OpenML data set by name and version through scikit-learn's ``fetch_openml``, cached
     under ``data_home`` (scikit-learn's default folder when ``None``): the first call downloads
-    it, every later call reads the cache, with no network. Returns the table (see
-    :func:`frame_table` for the columns kept) and the data set's default target column."""
+    it, every later call reads the cache, with no network. Returns its pandas frame without
+    the rows that miss a value, and the data set's default target column (``""`` unless it
+    has exactly one)."""
     if importlib.util.find_spec("sklearn") is None:
         raise DataError("kind", f"the 'openml' dataset kind needs scikit-learn: {OPENML_INSTALL}")
     import warnings
@@ -63,9 +75,7 @@ def openml_table(name: str, version: int, data_home: str | None) -> tuple[Table,
             f"is damaged ({type(exc).__name__}); delete its openml folder and fetch it again",
         ) from None
     targets = list(bunch.target_names or [])
-    return frame_table(bunch.frame.dropna(), f"OpenML data set {name!r}"), (
-        targets[0] if len(targets) == 1 else ""
-    )
+    return bunch.frame.dropna(), (targets[0] if len(targets) == 1 else "")
 
 
 def openml_target(spec_target: str | None, default: str) -> str:
