@@ -63,7 +63,7 @@ from .base import (
 from .compiled import SG_CHECKS, implemented
 from .compiled import available as compiled_available
 from .implements import ANY, Implements
-from .taylor import P_DEFAULT, ZEROTH, estimate_derivative
+from .taylor import P_DEFAULT, ZEROTH, ZEROTH_DEFAULT, estimate_derivative
 
 SAMPLERS = ("iid", "systematic")
 # Algorithm 1 shrinks when |E_t| >= SHRINK_BOUND * B (the paper's 16 B)
@@ -135,7 +135,7 @@ def fit(
     loss: str = "square",
     taylor_p: float = P_DEFAULT,
     taylor_cap: int | None = None,
-    taylor_zeroth: str = "sampled",
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
     threads: int | None = None,
 ) -> FitResult:
@@ -170,7 +170,7 @@ def fit(
 COMPILED = Implements(
     dict(eta=ANY, m=ANY, B=ANY, schedule=ANY, decay=ANY, sampler=SAMPLERS, printed_sign=ANY,
          average=ANY, loss=("square",), taylor_p=(P_DEFAULT,), taylor_cap=(None,),
-         taylor_zeroth=("sampled",))
+         taylor_zeroth=(ZEROTH_DEFAULT,))
 )  # fmt: skip
 # (the square loss only: the taylor_* keywords of another loss's gradient at their defaults, which
 # the square loss does not use; a config never hands them to a square-loss pass, _unused)
@@ -198,7 +198,7 @@ def fit_compiled(
     loss: str = "square",
     taylor_p: float = P_DEFAULT,
     taylor_cap: int | None = None,
-    taylor_zeroth: str = "sampled",
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
     threads: int = 1,
 ) -> FitResult:
@@ -259,7 +259,7 @@ def fit_numpy(
     loss: str = "square",
     taylor_p: float = P_DEFAULT,
     taylor_cap: int | None = None,
-    taylor_zeroth: str = "sampled",
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference).
@@ -513,12 +513,12 @@ PARAMS = (
     Param(
         "taylor_zeroth",
         "str",
-        "sampled",
-        "non-square loss: 'sampled': paper 003's estimator, every term drawn by N; 'exact': "
-        "l'(E_t) always added and only the higher terms drawn (unbiased too, a variance that "
-        "vanishes with Var E_t)",
+        ZEROTH_DEFAULT,
+        "non-square loss: 'exact': l'(E_t) always in the step, only the higher Taylor terms "
+        "drawn (a variance that vanishes as m grows); 'sampled': paper 003 Lemma 1's estimator "
+        "as printed, every term drawn by N (a variance >= l'(E_t)^2/(p-1) at any m)",
         choices=ZEROTH,
-        key_omit="sampled",
+        key_omit=ZEROTH_DEFAULT,
     ),
 )
 
