@@ -515,6 +515,7 @@ _OPTIONAL = {
     "train_evals": (int, type(None)),
     "features_sampled": (int, type(None)),
     "shrinks": (int, type(None)),
+    "taylor_copies": (int, type(None)),  # Shrinking Gradient with a non-square loss
     "test_evals": (int, type(None)),
     # the evaluation protocol and its costs (docs/protocol.md §3.2)
     "eval_kernel": (str,),
@@ -675,6 +676,8 @@ def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
         for c in ("evals_total", "kernel_evals_total"):  # absent from records written before them
             if c in sel:
                 row[f"{c}_mean"] = float(sel[c].mean())
+        if "taylor_copies" in sel and sel["taylor_copies"].notna().any():  # SG, non-square loss
+            row["taylor_copies_mean"] = float(sel["taylor_copies"].mean())
         for metric in (m for m in METRICS if m in sel):
             st = mean_ci(sel[metric].to_numpy(dtype=float))
             row[f"{metric}_mean"] = st["mean"]

@@ -199,9 +199,9 @@ def test_a_learner_s_loss_overrides_the_experiment_s(pm1):
     [
         ({"loss": "hinge"}, "loss", ["shrinking_gradient", "square", "methods.shrinking_gradient"]),
         (
-            {"methods.shrinking_gradient.loss": "logistic"},
+            {"methods.shrinking_gradient.loss": "squared_hinge"},
             "methods.shrinking_gradient.loss",
-            ["square"],
+            ["square", "logistic", "not analytic"],
         ),
         ({"loss": "hing"}, "loss", ["hinge", "logistic"]),  # unknown: the choices and a hint
         ({"loss": ["square", "hinge"]}, "loss", []),

@@ -388,13 +388,16 @@ def add_losses(raw: Mapping, cfg: dict, problems: list) -> None:
                 continue
         else:
             path, loss = "loss", top
-        supported = LEARNERS[name].supported_losses
+        spec = LEARNERS[name]
+        supported = spec.supported_losses
         if loss not in supported:
+            why = spec.why_not_loss(loss) if spec.why_not_loss is not None else ""
             problems.append(
                 (
                     path,
                     f"{name} learns with the loss{'es' if len(supported) > 1 else ''} "
                     f"{', '.join(supported)}, not {show(loss)}"
+                    + (f": {why}" if why else "")
                     + ("" if path != "loss" else f" (set methods.{name}.loss to one of them)"),
                 )
             )

@@ -611,12 +611,18 @@ class LearnerSpec:
     check_settings: Callable[[list[dict], str], list[tuple[str, str]]] | None = None
     skip: Callable[[dict], bool] | None = None
     implements: dict[str, Implements] = field(default_factory=dict)
-    losses: tuple[str, ...] | str = (DEFAULT_LOSS,)
+    losses: tuple[str, ...] | str | Callable[[], tuple[str, ...]] = (DEFAULT_LOSS,)
+    why_not_loss: Callable[[str], str] | None = None
 
     @property
     def supported_losses(self) -> tuple[str, ...]:
         """The losses it learns with (``losses``; :data:`ilnrun.losses.EVERY`: every registered
-        loss, those registered after it included)."""
+        loss, those registered after it included; a callable: its answer when asked, so that
+        it may choose among the losses registered then, e.g. those with an analytic ``l'``).
+        ``why_not_loss(name)``, where given, says why it refuses loss ``name`` (``ilnrun
+        validate`` adds it to the refusal)."""
+        if callable(self.losses):
+            return tuple(self.losses())
         return tuple(LOSSES) if self.losses == EVERY else tuple(self.losses)
 
     def engine(self, name: str):

@@ -42,6 +42,7 @@ import math
 import numpy as np
 
 from ..features import Coordinate, FeatureMap, Fourier, RandomNet, ReLU
+from ..losses import LOSSES
 from ..params import Param
 from ..schedules import step_sizes
 from ..theory import TrainKernel, lemma5_ratio
@@ -62,6 +63,7 @@ from .base import (
 from .compiled import SG_CHECKS, implemented
 from .compiled import available as compiled_available
 from .implements import ANY, Implements
+from .taylor import P_DEFAULT, ZEROTH, ZEROTH_DEFAULT, estimate_derivative
 
 SAMPLERS = ("iid", "systematic")
 # Algorithm 1 shrinks when |E_t| >= SHRINK_BOUND * B (the paper's 16 B)
@@ -130,6 +132,10 @@ def fit(
     sampler: str = "iid",
     printed_sign: bool = False,
     average: bool = False,
+    loss: str = "square",
+    taylor_p: float = P_DEFAULT,
+    taylor_cap: int | None = None,
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
     threads: int | None = None,
 ) -> FitResult:
@@ -148,7 +154,8 @@ def fit(
     if threads is None:
         threads = threads_per_cell()
     kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
-    kw.update(printed_sign=printed_sign, average=average, deadline=deadline)
+    kw.update(printed_sign=printed_sign, average=average, deadline=deadline, loss=loss)
+    kw.update(taylor_p=taylor_p, taylor_cap=taylor_cap, taylor_zeroth=taylor_zeroth)
     if (
         type(rng) is np.random.Generator
         and implemented("shrinking_gradient", COMPILED, kw, kernels.note)
@@ -162,8 +169,11 @@ def fit(
 # ``fit`` keyword (ilnrun.learners.implements): the jax pass returns the final predictor only.
 COMPILED = Implements(
     dict(eta=ANY, m=ANY, B=ANY, schedule=ANY, decay=ANY, sampler=SAMPLERS, printed_sign=ANY,
-         average=ANY)
+         average=ANY, loss=("square",), taylor_p=(P_DEFAULT,), taylor_cap=(None,),
+         taylor_zeroth=(ZEROTH_DEFAULT,))
 )  # fmt: skip
+# (the square loss only: the taylor_* keywords of another loss's gradient at their defaults, which
+# the square loss does not use; a config never hands them to a square-loss pass, _unused)
 JAX = Implements({**COMPILED.values, "average": (False,)})
 
 # a round searches and gathers in parallel (threads > 1) from this many samples: below it the
@@ -185,13 +195,21 @@ def fit_compiled(
     sampler: str = "iid",
     printed_sign: bool = False,
     average: bool = False,
+    loss: str = "square",
+    taylor_p: float = P_DEFAULT,
+    taylor_cap: int | None = None,
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
     threads: int = 1,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``shrinking_gradient_kernels.sg_rounds``): the same pass,
     draws and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does),
-    then between calls of a few million samples."""
+    then between calls of a few million samples. The square loss only (:data:`COMPILED`; the
+    ``taylor_*`` keywords of another loss's gradient are not used)."""
     from . import shrinking_gradient_kernels as kernels
+
+    if loss != "square":
+        raise ValueError("the compiled Shrinking Gradient pass implements the square loss only")
 
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
@@ -238,11 +256,31 @@ def fit_numpy(
     sampler: str = "iid",
     printed_sign: bool = False,
     average: bool = False,
+    loss: str = "square",
+    taylor_p: float = P_DEFAULT,
+    taylor_cap: int | None = None,
+    taylor_zeroth: str = ZEROTH_DEFAULT,
     deadline: float | None = None,
 ) -> FitResult:
-    """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference)."""
-    run = OnlinePass(y, eta, schedule, decay, deadline)
+    """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference).
+
+    With the square loss (the default) the step is ``eta_t (y_t - E_t)``, as always. With
+    another loss it is ``-eta_t g_t``, ``g_t`` paper 003's unbiased estimate of ``l'(<f_t,
+    phi(x_t)>, y_t)`` (:func:`ilnrun.learners.taylor.estimate_derivative`): its Taylor series
+    around the pilot ``E_t`` (the round's own Algorithm-2 estimate, also its prediction) over
+    ``N`` further Algorithm-2 estimates of ``m`` samples each, ``P(N = n) = (p − 1) / p^{n+1}``
+    with ``p = taylor_p``; ``taylor_cap`` caps ``N`` (biased), ``taylor_zeroth`` keeps the first
+    term out of the lottery (docs/algorithms.md §1.10). Every copy's ``2 m`` evaluations are
+    counted in ``train_evals`` and ``features_sampled``, the copies in ``taylor_copies``."""
+    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
     T, etas = run.T, run.etas
+    series = run.loss.derivative_series
+    if not run.square and series is None:
+        raise ValueError(
+            f"Shrinking Gradient needs an analytic loss derivative: {loss!r} has no "
+            f"derivative_series ({run.loss.no_series or 'none given'})"
+        )
+    copies = 0  # copies of Algorithm 2 drawn for the unbiased gradient (a non-square loss)
     sign = -1.0 if printed_sign else 1.0
     threshold = SHRINK_BOUND * B
     a = np.zeros(T)  # alpha = s * a
@@ -260,31 +298,45 @@ def fit_numpy(
     pairs = fmap.pairs
     sample = fmap.sample
 
+    def estimate() -> float:
+        """Algorithm 2, EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m), for the current round ``t``
+        and ``alpha = s a`` (``total > 0``): one unbiased estimate of ``<f_t, phi(x_t)>``, its
+        ``2 m`` evaluations counted."""
+        nonlocal train_evals, features_sampled
+        u = rng.random(m) if offsets is None else offsets + rng.random() / m
+        u *= total
+        # searching the first t - 1 sums gives min(searchsorted(cum[:t], u), t - 1): an
+        # index past the end (u * total rounded up to total) is clamped to the last example
+        i, order, i_sorted = draw_indices(cum[: t - 1], u, keys_sorted=offsets is not None)
+        w = sample(rng, m)
+        psi_i = gather_pairs(pairs, X, i, w, order, i_sorted)
+        psi_t = point(X[t], w)
+        features_sampled += len(w)
+        train_evals += psi_i.size + psi_t.size
+        signed = sgn.take(i)
+        signed *= psi_i
+        return s * total / m * float(np.dot(signed, psi_t))
+
     for t in run.rounds():  # round t + 1 of the paper; examples 0..t-1 are stored
         shrinks_before[t] = shrinks
         y_t = run.y[t]
         # --- Algorithm 2: EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) ---------------------------
-        if total > 0.0:
-            u = rng.random(m) if offsets is None else offsets + rng.random() / m
-            u *= total
-            # searching the first t - 1 sums gives min(searchsorted(cum[:t], u), t - 1): an
-            # index past the end (u * total rounded up to total) is clamped to the last example
-            i, order, i_sorted = draw_indices(cum[: t - 1], u, keys_sorted=offsets is not None)
-            w = sample(rng, m)
-            psi_i = gather_pairs(pairs, X, i, w, order, i_sorted)
-            psi_t = point(X[t], w)
-            features_sampled += len(w)
-            train_evals += psi_i.size + psi_t.size
-            signed = sgn.take(i)
-            signed *= psi_i
-            E = s * total / m * float(np.dot(signed, psi_t))
-        else:
-            E = 0.0
+        E = estimate() if total > 0.0 else 0.0
         if run.diverges(t, E):
             break
         # --- Algorithm 1: gradient step or shrink -------------------------------------------
         if abs(E) < threshold:
-            step = sign * etas[t] * (y_t - E)
+            if run.square:
+                step = sign * etas[t] * (y_t - E)
+            elif total > 0.0:  # paper 003's unbiased l'(<f_t, phi(x_t)>, y_t), around E_t
+                g, n = estimate_derivative(
+                    lambda x0, k, y_t=y_t: series(x0, y_t, k), E, estimate, rng,
+                    p=taylor_p, cap=taylor_cap, zeroth=taylor_zeroth,
+                )  # fmt: skip
+                copies += n
+                step = -sign * etas[t] * g
+            else:  # f_t = 0: <f_t, phi(x_t)> = 0 exactly, and so is its gradient's length
+                step = -sign * etas[t] * run.gradient(t, 0.0)
             alpha_new[t] = step
             a_t = step / s
             a[t] = a_t
@@ -304,6 +356,8 @@ def fit_numpy(
 
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled, shrinks=shrinks)
+    if not run.square:
+        counters["taylor_copies"] = copies
     n = len(run.losses)
     return _result(s * a[:n], run.losses, counters, run.diverged, run.timed_out, alpha_new[:n],
                    shrinks_before[:n], alpha_l1[:n], average)  # fmt: skip
@@ -435,15 +489,50 @@ PARAMS = (
         key_omit=1.0,
     ),
     AVERAGE,
+    # paper 003's unbiased gradient of a non-square loss (docs/algorithms.md §1.10)
+    Param(
+        "taylor_p",
+        "float",
+        P_DEFAULT,
+        "non-square loss: paper 003's p, P(N = n) = (p-1)/p^(n+1) further Algorithm-2 "
+        "estimates a step (1/(p-1) expected; larger p: fewer, and a larger variance)",
+        min=1,
+        min_exclusive=True,
+        key_omit=P_DEFAULT,
+    ),
+    Param(
+        "taylor_cap",
+        "int",
+        None,
+        "non-square loss: the most further estimates a step draws (N > cap: the series stops; "
+        "BIASED by its remainder); null: no cap, unbiased",
+        min=0,
+        special=(None,),
+        key_omit=None,
+    ),
+    Param(
+        "taylor_zeroth",
+        "str",
+        ZEROTH_DEFAULT,
+        "non-square loss: 'exact': l'(E_t) always in the step, only the higher Taylor terms "
+        "drawn (a variance that vanishes as m grows); 'sampled': paper 003 Lemma 1's estimator "
+        "as printed, every term drawn by N (a variance >= l'(E_t)^2/(p-1) at any m)",
+        choices=ZEROTH,
+        key_omit=ZEROTH_DEFAULT,
+    ),
 )
+
+TAYLOR_KEYS = frozenset({"taylor_p", "taylor_cap", "taylor_zeroth"})
 
 
 def _unused(h: dict) -> set[str]:
     """Under the ``theory`` preset ``eta``/``schedule``/``decay`` are set by Theorem 1; ``c``
-    is used only by it; ``average: false`` reads as before the key."""
+    is used only by it; ``average: false`` reads as before the key; the ``taylor_*`` keys only
+    with a loss other than the square loss (so that a square-loss setting keeps its cell)."""
+    taylor = set() if h.get("loss") not in (None, "square") else set(TAYLOR_KEYS)
     if h.get("preset") == "theory":
-        return step_unused(h) | average_unused(h) | {"eta", "schedule", "decay"}
-    return step_unused(h) | average_unused(h) | {"c"}
+        return step_unused(h) | average_unused(h) | taylor | {"eta", "schedule", "decay"}
+    return step_unused(h) | average_unused(h) | taylor | {"c"}
 
 
 def _arguments(h: dict, m: int | None, T: int) -> dict:
@@ -486,6 +575,26 @@ def _notes(hypers: list[dict], Ts: list[int]) -> list[str]:
     ]
 
 
+def _losses() -> tuple[str, ...]:
+    """The square loss (Algorithm 1's affine gradient) and every registered loss whose spec
+    gives the Taylor coefficients of an analytic ``l'`` (``derivative_series``: paper 003's
+    unbiased gradient, :func:`fit_numpy`)."""
+    return tuple(n for n, s in LOSSES.items() if n == "square" or s.derivative_series is not None)
+
+
+def _why_not_loss(name: str) -> str:
+    """Why Shrinking Gradient refuses loss ``name``: it only sees unbiased estimates of
+    ``<f_t, phi(x_t)>``, from which an unbiased ``l'`` needs an analytic ``l'``."""
+    spec = LOSSES.get(name)
+    if spec is None:
+        return ""
+    why = spec.no_series or "the loss gives no Taylor series of l' (LossSpec.derivative_series)"
+    return (
+        "its step needs an unbiased estimate of l'(<f_t, phi(x_t)>) from unbiased estimates of "
+        f"<f_t, phi(x_t)> (paper 003 §III-C), and for {name} {why}"
+    )
+
+
 SPEC = LearnerSpec(
     name="shrinking_gradient",
     label="Shrinking Gradient",
@@ -525,6 +634,8 @@ SPEC = LearnerSpec(
     memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
     implements={"compiled": COMPILED, "jax": JAX},
+    losses=_losses,
+    why_not_loss=_why_not_loss,
     estimated_test=True,  # test_loss_estimated: Algorithm 2 on the averaged predictor
     # ~25 us a round and ~18 ns per evaluation and number of w (T = 4 000: 1.4 s at m = 2 000)
     # per evaluation and number of w: compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0;

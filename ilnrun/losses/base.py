@@ -42,6 +42,14 @@ class LossSpec:
     - ``mean(p, y)`` (optional): ``mean l(p, y)`` when it must be computed in a fixed order of
       operations (the square loss's ``0.5 * mean((p - y)^2)``, the committed numbers' formula);
       else ``mean(value(p, y))``.
+    - ``derivative_series(p, y, n)`` (optional): the Taylor coefficients of ``l'(·, y)`` around
+      the float ``p``, ``gamma_k = l^(k+1)(p, y) / k!`` for ``k = 0..n`` (an array of ``n + 1``
+      floats; ``gamma_0 = derivative(p, y)``): the derivatives of ``l'`` divided by ``k!``, which
+      stay in floating-point range where ``k!`` would not. A loss with an analytic ``l'`` gives
+      it to opt in to Shrinking Gradient's unbiased gradient (paper 003 §III-C, the random-length
+      Taylor series; docs/algorithms.md §1.10); ``None``: it has none.
+    - ``no_series`` (optional): for a loss without ``derivative_series``, why none exists (the
+      reason ``ilnrun validate`` gives when Shrinking Gradient is asked to learn with it).
     """
 
     name: str
@@ -53,6 +61,8 @@ class LossSpec:
     best_constant: Callable[[np.ndarray], float]
     metrics: tuple[str, ...] = ()
     mean: Callable[[np.ndarray, np.ndarray], float] | None = None
+    derivative_series: Callable[[float, float, int], np.ndarray] | None = None
+    no_series: str = ""
 
     def risk(self, p: np.ndarray, y: np.ndarray) -> float:
         """``mean l(p, y)`` over the points (:attr:`mean` when the loss gives it)."""

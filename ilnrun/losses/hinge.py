@@ -37,4 +37,7 @@ SPEC = LossSpec(
     labels="pm1",
     best_constant=best_constant,
     metrics=("test_error",),
+    no_series="its derivative is discontinuous at y p = 1, and paper 003 (§III-C, after [17]) "
+    "shows that no unbiased estimate of a discontinuous function of E[X] exists: use "
+    "smoothed_hinge, or the square loss on the ±1 labels",
 )

@@ -17,6 +17,10 @@ The best constant ``c`` solves ``π Φ((1 − c)/σ) = (1 − π) Φ((1 + c)/σ)
 ``+1`` labels; the mean loss is convex in ``c``), found by bisection on
 ``[−(1 + 10σ), 1 + 10σ]`` (its end when a class is absent and the minimiser is infinite).
 Reported with ``test_error``.
+
+The Taylor coefficients of ``l'`` around any ``p`` (:func:`derivative_series`) are those of
+``Φ``, whose derivatives are the Gaussian's, ``φ^(j)(u) = (−1)^j He_j(u) φ(u)`` (``He_j`` the
+probabilists' Hermite polynomials): an entire series, converging everywhere.
 """
 
 from __future__ import annotations
@@ -52,6 +56,31 @@ def derivative(p, y):
     return -y * _Phi((1.0 - y * p) / SIGMA)
 
 
+def derivative_series(p: float, y: float, n: int) -> np.ndarray:
+    """``gamma_k = l^(k+1)(p, y) / k!``, ``k = 0..n``: the Taylor coefficients of ``l'(·, y)``
+    around ``p``.
+
+    ``l'(p + h, y) = −y Φ(u₀ − y h / σ)``, ``u₀ = (1 − y p) / σ``, and ``Φ(u₀ + v) = Φ(u₀) +
+    Σ_{k>=1} φ^(k−1)(u₀) v^k / k!`` with ``φ^(j)(u₀) / j! = (−1)^j c_j φ(u₀)``, ``c_j =
+    He_j(u₀) / j!`` by the Hermite recurrence ``c_0 = 1``, ``c_1 = u₀``, ``c_{j+1} = (u₀ c_j −
+    c_{j−1}) / (j + 1)``. Hence ``gamma_k = y^{k+1} c_{k−1} φ(u₀) / (k σ^k)`` for ``k >= 1`` and
+    ``gamma_0 = −y Φ(u₀)`` (:func:`derivative`'s value, bit for bit)."""
+    y = float(y)
+    u0 = (1.0 - y * float(p)) / SIGMA
+    c = np.empty(max(n, 1))
+    c[0] = 1.0
+    if n > 1:
+        c[1] = u0
+    for j in range(1, n - 1):
+        c[j + 1] = (u0 * c[j] - c[j - 1]) / (j + 1)
+    gamma = np.empty(n + 1)
+    gamma[0] = float(derivative(float(p), y))
+    density = _INV_SQRT_2PI * math.exp(-0.5 * u0 * u0)
+    k = np.arange(1, n + 1)
+    gamma[1:] = y ** (k + 1) * c[:n] * density / (k * SIGMA**k)
+    return gamma
+
+
 def best_constant(y: np.ndarray) -> float:
     """The minimiser of ``mean l(c, y)`` over constants, by bisection on its derivative."""
     n = len(y)
@@ -84,4 +113,5 @@ SPEC = LossSpec(
     labels="pm1",
     best_constant=best_constant,
     metrics=("test_error",),
+    derivative_series=derivative_series,
 )

@@ -37,4 +37,7 @@ SPEC = LossSpec(
     labels="pm1",
     best_constant=best_constant,
     metrics=("test_error",),
+    no_series="its derivative −2 y max(0, 1 − y p) is not analytic at the kink y p = 1 (no "
+    "Taylor series represents it across the kink), which paper 003's unbiased estimate "
+    "(§III-C) needs: use smoothed_hinge or logistic",
 )
