@@ -48,6 +48,7 @@ class Budget:
     target: int  # the matched quantity (train_evals, features_sampled or evals_total)
     sizes: dict[str, int] = field(default_factory=dict)
     n_eval: int = 0  # validation + test points scored (the ``total`` convention's)
+    anchor: int | None = None  # the proposed learner's spend (the tie rule's reference)
 
     def size(self, name: str) -> int:
         return self.sizes[name]
@@ -87,17 +88,39 @@ def derive(match: str, per_round: int, T: int, n_eval: int = 0) -> Budget:
         cost = s.budget.unit_cost(match, T, n_eval)
         if cost is None:  # a size that cannot be matched under ``total`` (refused if used)
             continue
-        q = Fraction(goal, cost)
-        if s.role == "proposed" or q.denominator != 2:
-            size = round(q)
-        else:  # exactly half-way: towards the proposed learner's spend
-            lo = q.numerator // 2
-            ref = goal if anchor is None else anchor
-            size = min((lo, lo + 1), key=lambda c: abs(c * cost - ref))
-        sizes[s.budget.name] = int(size)
+        size = _rounded(goal, cost, s.role == "proposed", anchor)
+        sizes[s.budget.name] = size
         if s.role == "proposed" and anchor is None:
             anchor = size * cost
-    return Budget(match=match, per_round=k, T=T, target=int(goal), sizes=sizes, n_eval=n_eval)
+    return Budget(
+        match=match, per_round=k, T=T, target=int(goal), sizes=sizes, n_eval=n_eval, anchor=anchor
+    )
+
+
+def _rounded(goal: int, cost: int, proposed: bool, anchor: int | None) -> int:
+    """``goal / cost`` rounded: halves to even for the proposed learner, else an exact half
+    towards the proposed learner's spend ``anchor`` (the target where there is none)."""
+    q = Fraction(goal, cost)
+    if proposed or q.denominator != 2:
+        return int(round(q))
+    lo = q.numerator // 2
+    ref = goal if anchor is None else anchor
+    return int(min((lo, lo + 1), key=lambda c: abs(c * cost - ref)))
+
+
+def setting_size(budget: Budget, method: str, h: dict) -> int:
+    """The size learner ``method``'s grid setting ``h`` takes from ``budget``: the budget's size
+    for the learner, or, where the setting changes what a unit of the size spends
+    (``BudgetSize.setting_cost``: Doubly SGD with ``batch > 1``), the target divided by that
+    cost, rounded by :func:`derive`'s rule (docs/budgets.md §4)."""
+    spec = LEARNERS[method]
+    b = spec.budget
+    cost = None
+    if b.setting_cost is not None:
+        cost = b.setting_cost(budget.match, budget.T, budget.n_eval, h)
+    if cost is None:
+        return budget.size(b.name)
+    return _rounded(budget.target, cost, spec.role == "proposed", budget.anchor)
 
 
 def expected_counts(method: str, budget: Budget, T: int | None = None) -> dict[str, int]:

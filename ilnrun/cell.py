@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .budget import Budget, derive
+from .budget import Budget, derive, setting_size
 from .config import (
     BudgetConfig,
     Cell,
@@ -168,7 +168,7 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
     T = len(inst.data.y_train)
     n_eval = len(inst.data.y_val) + len(inst.data.y_test)  # the points ``total`` counts
     matched = derive(budget.match, cell.per_round, T, n_eval) if cell.per_round else None
-    size = matched.size(spec.budget.name) if matched is not None else None
+    size = setting_size(matched, cell.method, cell.hyper) if matched is not None else None
     return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
 
 

@@ -497,7 +497,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets, each learner's estimated
     time and memory per cell, the cell count and the estimated size of the largest cell."""
     from . import config as C
-    from .budget import derive
+    from .budget import derive, setting_size
     from .config import resources
     from .learners import LEARNERS
 
@@ -528,6 +528,17 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
                 for m in budgeted
             )
             click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
+            # settings whose size is derived for themselves (Doubly SGD's batch)
+            seen: list = []
+            for c in cells:
+                if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
+                    continue
+                seen.append((c.method, c.hyper))
+                name = LEARNERS[c.method].budget.name
+                own = setting_size(b, c.method, c.hyper)
+                if own != b.size(name):
+                    shown = ", ".join(f"{p}={v}" for p, v in c.hyper.items() if v is not None)
+                    click.echo(f"#     {name}={own} ({c.method}: {shown})")
     for name, params in cfg["methods"].items():
         notes = LEARNERS[name].notes
         if notes is not None:

@@ -9,6 +9,7 @@ import inspect
 import numpy as np
 import pytest
 from openml_cache import EXAMPLES
+from test_losses import PM1
 
 from ilnrun import config as C
 from ilnrun.budget import derive
@@ -17,6 +18,7 @@ from ilnrun.datasets import DATASETS, build_dataset
 from ilnrun.features import FEATURE_MAPS, build_feature_map
 from ilnrun.learners import LEARNERS
 from ilnrun.learners.base import ROLES, FeatureExpansion, FitResult, KernelExpansion
+from ilnrun.losses import DEFAULT_LOSS, LOSSES
 from ilnrun.params import check_value
 
 T = 24  # rounds of the signature checks
@@ -44,6 +46,18 @@ def _arguments(spec, T: int) -> dict:
     return spec.fit_arguments(h, size, T)
 
 
+def _loss(spec) -> str:
+    """The loss a learner is checked with: the square loss where it learns with it, else its
+    first (a classifier's: on ±1 labels, :func:`_labels`)."""
+    supported = spec.supported_losses
+    return DEFAULT_LOSS if DEFAULT_LOSS in supported else supported[0]
+
+
+def _labels(spec, y: np.ndarray) -> np.ndarray:
+    """``y``, or its signs (±1) for a learner whose loss needs ±1 labels."""
+    return np.where(y >= 0, 1.0, -1.0) if LOSSES[_loss(spec)].labels == "pm1" else y
+
+
 def _has(name: str, param: str) -> bool:
     return param in {p.name for p in LEARNERS[name].params}
 
@@ -69,7 +83,7 @@ def test_spec_matches_its_fit(name):
 @pytest.mark.parametrize("name", list(LEARNERS))
 def test_fit_is_well_formed_counted_and_deterministic(name, data):
     spec = LEARNERS[name]
-    X, y = data.X_train, data.y_train
+    X, y = data.X_train, _labels(LEARNERS[name], data.y_train)
     T = len(y)
     fmap = build_feature_map({"kind": KERNEL_MAP}, X)
     args = _arguments(spec, T)
@@ -88,13 +102,20 @@ def test_fit_is_well_formed_counted_and_deterministic(name, data):
 
 
 @pytest.mark.parametrize("name", list(LEARNERS))
-def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
-    """Through the runner: one cell of each learner on the first dataset's example."""
+def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path, monkeypatch):
+    """Through the runner: one cell of each learner on the first dataset's example (a ±1
+    dataset, the tests' own, for a learner whose loss needs ±1 labels)."""
+    loss = _loss(LEARNERS[name])
+    kind = FIRST_DATASET
+    if LOSSES[loss].labels == "pm1":
+        monkeypatch.setitem(DATASETS, PM1.name, PM1)
+        kind = PM1.name
     cfg = C.resolve(
         {
             "name": "contract",
             "repetitions": 1,
-            "dataset": {"kind": FIRST_DATASET, **DATASETS[FIRST_DATASET].example(tmp_path)},
+            "loss": loss,
+            "dataset": {"kind": kind, **DATASETS[kind].example(tmp_path)},
             "feature_map": {"kind": KERNEL_MAP},
             "budget": {"dsgd_k": 2},
             "evaluation": {"m_test": 20, "curve_points": 5},
@@ -105,7 +126,7 @@ def test_a_cell_of_every_learner_gives_a_complete_row(name, tmp_path):
     rec = run_cell(cfg, cell)
     row = rec["row"]
     assert rec["id"] == cell.id and row["method"] == name
-    for key in ("online_loss", "val_loss", "test_loss", "test_nmse", "train_evals"):
+    for key in ("online_loss", "val_loss", "test_loss", "train_evals", *LOSSES[loss].metrics):
         assert np.isfinite(row[key]), key
     assert len(rec["curve"]["t"]) == len(rec["curve"]["online_loss"])
     inst = instance(cfg.seed, cfg.feature_map, cell)

@@ -40,7 +40,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..budget import derive
+from ..budget import derive, setting_size
 from ..datasets import DATASETS
 from ..features import FEATURE_MAPS
 from ..learners import LEARNERS
@@ -276,9 +276,8 @@ def estimates(cfg) -> list[CellEstimate]:
                 for k in grid.as_list(cfg["budget"]["dsgd_k"]):
                     size = None
                     if spec.takes_budget(h):
-                        size = derive(cfg["budget"]["match"], k, T, n_val + n_test).size(
-                            spec.budget.name
-                        )
+                        matched = derive(cfg["budget"]["match"], k, T, n_val + n_test)
+                        size = setting_size(matched, name, h)
                     args = spec.fit_arguments(h, size, T)
                     if spec.budget is not None:
                         size = args.get(spec.budget.name, size)

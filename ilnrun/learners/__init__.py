@@ -20,6 +20,8 @@ MODULES = (
     "kernel_ogd",
     "kernel_ridge",
     "nystroem_ridge",
+    "nystroem_svm",
+    "nystroem_logistic",
 )
 
 

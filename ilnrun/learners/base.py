@@ -467,6 +467,11 @@ class BudgetSize:
     and its kernel-free predictions on ``n_eval`` validation and test points), so the size is
     the budget target divided by the cost, rounded (:func:`ilnrun.budget.derive`);
     ``expected(size, T)`` the counters the learner must report for that size.
+
+    ``setting_cost(match, T, n_eval, h)``, where a setting's parameters change what a unit of
+    its size spends (Doubly SGD's ``batch``): that cost for grid setting ``h``, ``None`` where it
+    is ``cost``'s; the size of such a setting is derived from the same target by the same rule
+    (:func:`ilnrun.budget.setting_size`).
     """
 
     name: str
@@ -474,6 +479,7 @@ class BudgetSize:
     expected: Callable[[int, int], dict[str, int]]
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
+    setting_cost: Callable[[str, int, int, dict], int | None] | None = None
 
     def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
         """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner

@@ -47,6 +47,7 @@ from .base import (
     average_unused,
     compiled_rounds,
     new_counters,
+    out_of_time,
     step_unused,
 )
 from .compiled import RF_CHECKS, implemented
@@ -70,16 +71,18 @@ def fit(
     decay: float | None = None,
     average: bool = False,
     loss: str = "square",
+    batch: int = 1,
     deadline: float | None = None,
 ) -> FitResult:
-    """One online pass of Doubly SGD with ``k`` random features per round.
+    """One online pass of Doubly SGD with ``k`` random features per step and ``batch`` points per
+    step (one point per step by default: a round).
 
     Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
     a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
     numpy code (:func:`fit_numpy`): the same draws and the same numbers, bit for bit
     (docs/algorithms.md §2.6)."""
     kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average, loss=loss)
-    kw.update(deadline=deadline)
+    kw.update(batch=batch, deadline=deadline)
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
     if (
@@ -92,10 +95,10 @@ def fit(
 
 
 # What the compiled pass (fit_compiled) and the jax pass (doubly_sgd_jax) implement, by ``fit``
-# keyword (ilnrun.learners.implements): the square loss only (other losses run in numpy); the jax
-# pass returns the final predictor only.
+# keyword (ilnrun.learners.implements): the square loss only (other losses run in numpy) and one
+# point per step (mini-batches run in numpy); the jax pass returns the final predictor only.
 COMPILED = Implements(
-    dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY, loss=("square",))
+    dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY, loss=("square",), batch=(1,))
 )
 JAX = Implements({**COMPILED.values, "average": (False,)})
 
@@ -113,15 +116,19 @@ def fit_compiled(
     decay: float | None = None,
     average: bool = False,
     loss: str = "square",
+    batch: int = 1,
     deadline: float | None = None,
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
     and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does), then
-    between calls of a few million evaluations. The square loss only (:data:`COMPILED`)."""
+    between calls of a few million evaluations. The square loss and one point per step only
+    (:data:`COMPILED`)."""
     from . import random_feature_kernels as kernels
 
     if loss != "square":
         raise ValueError(f"the compiled Doubly SGD pass has the square loss only, got {loss!r}")
+    if batch != 1:
+        raise ValueError(f"the compiled Doubly SGD pass takes one point per step, got {batch!r}")
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(schedule, eta, T, decay)
@@ -166,10 +173,14 @@ def fit_numpy(
     decay: float | None = None,
     average: bool = False,
     loss: str = "square",
+    batch: int = 1,
     deadline: float | None = None,
 ) -> FitResult:
     """One online pass of Doubly SGD with ``k`` random features per round, in numpy (the
-    reference)."""
+    reference); with ``batch > 1``, :func:`fit_batched`."""
+    if batch != 1:
+        return fit_batched(X, y, fmap, rng, eta=eta, k=k, nu=nu, schedule=schedule, decay=decay,
+                           average=average, loss=loss, batch=batch, deadline=deadline)  # fmt: skip
     run = OnlinePass(y, eta, schedule, decay, deadline, loss)
     T, gammas = run.T, run.etas
     W = None  # stored omegas, allocated on the first draw (shape depends on the map)
@@ -222,6 +233,129 @@ def fit_numpy(
     coef = s * c[:n_feat]
     if average:
         coef = averaged_coef(appended[:n_feat], gammas, nu, k, len(run.losses))
+    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
+
+
+def steps(T: int, batch: int) -> int:
+    """Steps of a pass over ``T`` points taken ``batch`` at a time: ``ceil(T / batch)`` (the last
+    step takes the ``T - batch (S - 1)`` points left)."""
+    return -(-T // batch)
+
+
+def step_evaluations(T: int, batch: int) -> int:
+    """Evaluations per feature drawn per step over a pass: step ``s = 1..S`` evaluates the
+    ``s`` blocks drawn so far (its own included) on each of its ``b_s`` points, so
+    ``sum_s s b_s = b S (S - 1) / 2 + S (T - b (S - 1))`` (``T (T + 1) / 2`` for ``batch = 1``;
+    docs/budgets.md §2)."""
+    S = steps(T, batch)
+    return batch * S * (S - 1) // 2 + S * (T - batch * (S - 1))
+
+
+def batch_cost(match: str, T: int, n_eval: int, h: dict) -> int | None:
+    """What one feature per step costs over a pass of setting ``h`` with ``batch > 1``, in the
+    unit of ``match`` (``None`` for one point per step: the budget's own cost of ``k``):
+    :func:`step_evaluations` evaluations, ``S`` draws, and under ``total`` the ``S`` features
+    evaluated on each of the ``n_eval`` scored points as well (docs/budgets.md §4)."""
+    b = h.get("batch") or 1
+    if b == 1:
+        return None
+    S, evals = steps(T, b), step_evaluations(T, b)
+    return {"evaluations": evals, "samples": S, "total": evals + n_eval * S}[match]
+
+
+def expected_batched(k: int, T: int, batch: int) -> dict[str, int]:
+    """The counters of a full pass with ``k`` features and ``batch`` points per step."""
+    return {"train_evals": k * step_evaluations(T, batch), "features_sampled": k * steps(T, batch)}
+
+
+def fit_batched(
+    X: np.ndarray,
+    y: np.ndarray,
+    fmap: FeatureMap,
+    rng: np.random.Generator,
+    *,
+    eta: float,
+    k: int,
+    nu: float = 0.0,
+    schedule: str = "constant",
+    decay: float | None = None,
+    average: bool = False,
+    loss: str = "square",
+    batch: int = 2,
+    deadline: float | None = None,
+) -> FitResult:
+    """Doubly SGD with mini-batches of ``batch`` points and feature blocks of ``k`` features per
+    step, as Dai et al. run it (their Section 4: "a mini-batch of points and random features at
+    each step"; Section 7: batches of 2^10 points, blocks of 2^8 features), in numpy.
+
+    Step ``s = 1..S`` (``S = ceil(T / b)``) takes the points ``P_s`` (``b`` of them, the last
+    step the rest, ``b_s``) in order, predicts every one with the current ``f_s`` (Algorithm 2:
+    each is scored on that prediction, before its label is used), draws ``omega_{s,1..k} ~ mu``
+    and steps along the mini-batch average of the doubly stochastic gradient (Dai et al. eq. 4)
+
+        zeta_s(.) = (1/b_s) sum_{l in P_s} l'(f_s(x_l), y_l) (1/k) sum_j psi(x_l; omega_{s,j})
+                    psi(.; omega_{s,j}),
+
+    ``f_{s+1} = f_s - gamma_s (zeta_s + nu f_s)`` (eq. 6), i.e. Algorithm 1, lines 5-6:
+
+        alpha_{s,j} = -gamma_s / (b_s k) sum_{l in P_s} l'(f_s(x_l), y_l) psi(x_l; omega_{s,j})
+        alpha_{i,.} <- (1 - gamma_s nu) alpha_{i,.}  for i < s.
+
+    ``gamma_s`` is the schedule's step ``s`` (the schedule counts steps, as Dai's ``gamma_t``
+    counts iterations). Step ``s`` evaluates ``k s`` features on each of its ``b_s`` points:
+    ``k sum_s s b_s`` evaluations (:func:`step_evaluations`) and ``k S`` draws in a full pass.
+    ``average`` averages the iterates ``f_1..f_S`` over the steps (:func:`averaged_coef`). The
+    losses are per point; a divergent prediction stops the pass after that point, the deadline
+    is looked at between steps."""
+    T, b = len(y), int(batch)
+    S = steps(T, b)
+    run = OnlinePass(y, eta, schedule, decay, deadline, loss)  # per-point losses and l'
+    gammas = step_sizes(schedule, eta, S, decay).tolist()  # one step size per step
+    W = None  # stored omegas, allocated on the first draw (shape depends on the map)
+    c, appended = np.zeros(k * S), np.zeros(k * S)  # alpha = scale * c; alpha as appended
+    scale = 1.0
+    train_evals = features_sampled = played = 0  # played: steps run (a divergent one too)
+    for step in range(S):
+        t0, t1 = step * b, min(T, (step + 1) * b)
+        if t0 and out_of_time(deadline):
+            run.timed_out, run.losses = True, run.losses[:t0]
+            break
+        Xs, n_old = X[t0:t1], k * step
+        if n_old:
+            psi_old = fmap.matrix(Xs, W[:n_old])
+            train_evals += psi_old.size
+            f = scale * (psi_old @ c[:n_old])
+        else:
+            f = np.zeros(t1 - t0)
+        played = step + 1
+        if any(run.diverges(t, float(f[t - t0])) for t in range(t0, t1)):
+            break
+        g = np.array([run.gradient(t, float(f[t - t0])) for t in range(t0, t1)])
+        omega = fmap.sample(rng, k)
+        features_sampled += len(omega)
+        if W is None:
+            W = np.empty((k * S,) + omega.shape[1:], dtype=omega.dtype)
+        W[n_old : n_old + k] = omega
+        psi_new = fmap.matrix(Xs, omega)
+        train_evals += psi_new.size
+        alpha = (-gammas[step] / ((t1 - t0) * k)) * (g @ psi_new)
+        appended[n_old : n_old + k] = alpha
+        factor = 1.0 - gammas[step] * nu
+        if factor > 0.0:
+            scale *= factor
+        else:  # a step so large that the decay factor is not positive: apply it directly
+            c[:n_old] *= factor
+        c[n_old : n_old + k] = alpha / scale
+        if scale < RESCALE_BELOW:
+            c[: n_old + k] *= scale
+            scale = 1.0
+
+    counters = new_counters()
+    counters.update(train_evals=train_evals, features_sampled=features_sampled)
+    n_feat = k * (played - run.diverged)
+    coef = scale * c[:n_feat]
+    if average:
+        coef = averaged_coef(appended[:n_feat], gammas, nu, k, played)
     return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
 
 
@@ -327,6 +461,26 @@ PARAMS = (
         key_omit=None,
     ),
     AVERAGE,
+    Param(
+        "batch",
+        "int",
+        1,
+        "points per step (Dai et al. Section 7: 2^10): each step predicts its points with the "
+        "current f and steps along their average gradient (1: one point per round)",
+        min=1,
+        key_omit=1,
+    ),
+    Param(
+        "block",
+        "int",
+        None,
+        "features drawn per step (Dai et al.'s feature block, Section 7: 2^8); null: the "
+        "budget's size k, derived for the batch so that the pass spends the matched budget; "
+        "set: a fixed block, and the setting takes no budget",
+        min=1,
+        special=(None,),
+        key_omit=None,
+    ),
 )
 
 
@@ -369,15 +523,34 @@ def dai_steps(epsilon: float, B: float, theta_nu: float, cap: float | None) -> d
 def _unused(h: dict) -> set[str]:
     """Under ``dai`` the step parameters and ``nu`` are derived; otherwise the preset's own
     parameters are unused, and so is ``preset`` itself (a ``grid`` setting reads as it did
-    before the preset existed: same ``setting`` string and columns); ``average: false`` too."""
+    before the preset existed: same ``setting`` string and columns); ``average: false`` too, and
+    so are ``batch: 1`` and ``block: null`` (one point and the budget's ``k`` per round)."""
+    batching = ({"batch"} if (h.get("batch") or 1) == 1 else set()) | (
+        {"block"} if h.get("block") is None else set()
+    )
     if h.get("preset") == "dai":
-        return {"eta", "schedule", "decay", "nu"} | average_unused(h)
-    return step_unused(h) | set(DAI_ONLY) | {"preset"} | average_unused(h)
+        return {"eta", "schedule", "decay", "nu"} | average_unused(h) | batching
+    return step_unused(h) | set(DAI_ONLY) | {"preset"} | average_unused(h) | batching
+
+
+def _uses_budget(h: dict) -> bool:
+    """A setting takes its features per step from the matched budget unless it fixes ``block``."""
+    return h.get("block") is None
 
 
 def _arguments(h: dict, k: int | None, T: int) -> dict:
-    """``fit`` keywords: the setting and ``k``, or the ``dai`` preset's ``nu`` and steps."""
-    out = {key: v for key, v in h.items() if key not in ("preset", *DAI_ONLY) and v is not None}
+    """``fit`` keywords: the setting and ``k`` (the budget's size, or the setting's ``block``),
+    or the ``dai`` preset's ``nu`` and steps; ``batch`` only where it is not 1 (so every setting
+    of one point per round keeps its keywords)."""
+    out = {
+        key: v
+        for key, v in h.items()
+        if key not in ("preset", *DAI_ONLY, "block") and v is not None
+    }
+    if out.get("batch") == 1:
+        del out["batch"]
+    if h.get("block") is not None:
+        k = h["block"]
     if h.get("preset") == "dai":
         out.update(
             dai_steps(h["epsilon"], h.get("B") or 1.0, h.get("theta_nu") or 1.5, h.get("cap"))
@@ -412,10 +585,11 @@ SPEC = LearnerSpec(
     name="doubly_sgd",
     label="Doubly SGD",
     short="DSGD",
-    summary="Dai et al. (2014) Algorithms 1-2, k features per round",
+    summary="Dai et al. (2014) Algorithms 1-2, k features per round (or per mini-batch)",
     fit=fit,
     params=PARAMS,
     unused=_unused,
+    uses_budget=_uses_budget,
     arguments=_arguments,
     notes=_notes,
     check=_check,
@@ -428,10 +602,13 @@ SPEC = LearnerSpec(
             "total": T * (T + 1) // 2 + n * T,
         }.get(match, T),
         expected=lambda k, T: {"train_evals": k * T * (T + 1) // 2, "features_sampled": k * T},
-        doc="random features drawn per round",
+        doc="random features drawn per round (per step with a batch)",
+        # with batch > 1, what one feature per step costs (the size is derived for the batch)
+        setting_cost=batch_cost,
     ),
-    # every drawn feature is kept: k T parameters, coefficients and coefficients as appended
-    memory=lambda k, T, w: 8 * (k * T * (w + 3) + 2 * T),
+    # every drawn feature is kept: k S parameters, coefficients and coefficients as appended
+    # (S = T steps of one point)
+    memory=lambda k, T, w, args: 8 * (k * steps(T, args.get("batch", 1)) * (w + 3) + 2 * T),
     engines={"jax": ".doubly_sgd_jax"},  # the same pass on the jax engine
     implements={"compiled": COMPILED, "jax": JAX},
     losses=EVERY,  # Dai et al. Algorithm 1 with any loss's derivative (numpy pass)
@@ -439,6 +616,9 @@ SPEC = LearnerSpec(
     # ~16 ns per evaluation and number of w (T = 4 000, k = 4: 3.0 s coordinate, 7.5 s relu)
     # per evaluation and number of w: compiled ~2e-10 s, numpy ~5e-10 s (bench/random_features.py)
     seconds=lambda k, T, w, args, kv: (
-        1e-5 * T + (2e-10 if compiled_available() else 5e-10) * (k * T * (T + 1) // 2) * (4 + w)
+        1e-5 * T
+        + (2e-10 if compiled_available() else 5e-10)
+        * (k * step_evaluations(T, args.get("batch", 1)))
+        * (4 + w)
     ),
 )
