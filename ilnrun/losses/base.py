@@ -42,6 +42,9 @@ class LossSpec:
     - ``mean(p, y)`` (optional): ``mean l(p, y)`` when it must be computed in a fixed order of
       operations (the square loss's ``0.5 * mean((p - y)^2)``, the committed numbers' formula);
       else ``mean(value(p, y))``.
+    - ``probability(p)`` (optional): ``P(y = +1)`` for a prediction ``p``, elementwise, for a
+      loss that defines one (a negative log-likelihood: the logistic loss's ``σ(p)``); the
+      classifiers' ``predict_proba`` exists only for such a loss (docs/estimators.md §6).
     """
 
     name: str
@@ -53,6 +56,7 @@ class LossSpec:
     best_constant: Callable[[np.ndarray], float]
     metrics: tuple[str, ...] = ()
     mean: Callable[[np.ndarray, np.ndarray], float] | None = None
+    probability: Callable[[np.ndarray], np.ndarray] | None = None
 
     def risk(self, p: np.ndarray, y: np.ndarray) -> float:
         """``mean l(p, y)`` over the points (:attr:`mean` when the loss gives it)."""
