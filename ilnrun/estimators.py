@@ -1,4 +1,5 @@
-"""The learners as scikit-learn regressors, derived from their specs (docs/estimators.md).
+"""The learners as scikit-learn regressors and classifiers, derived from their specs
+(docs/estimators.md).
 
 Every registered learner (:data:`ilnrun.learners.LEARNERS`, including one registered later) has an
 estimator class built by :func:`estimator_class` from its :class:`~ilnrun.learners.LearnerSpec`:
@@ -50,6 +51,14 @@ Fitted attributes: ``n_features_in_``, ``feature_map_``, ``predictor_``, ``fit_a
 counters ``train_evals_``, ``features_sampled_``, ``shrinks_``, ``kernel_evals_``,
 ``online_losses_`` (in the units of ``y``), ``diverged_``, ``y_mean_``, ``y_scale_`` and the stream
 ``X_seen_``, ``y_seen_``.
+
+**Classifiers** (docs/estimators.md §6): :func:`classifier_class` builds, by the same factory
+(:func:`_derive`), a binary classifier of every learner (``ShrinkingGradientClassifier``, ...,
+``ToyAvgClassifier``): the same parameters without ``center_y`` / ``scale_y``, with ``loss``
+(default the square loss on ±1 labels, ILN paper §4; the losses its spec lists). Its two classes
+``classes_`` are mapped to ``-1`` and ``+1``; ``decision_function`` is ``f(x)``, ``predict`` the
+class of its sign, ``predict_proba`` exists only for a loss with a ``probability`` (logistic:
+``σ(f)``). More than two classes are refused (``OneVsRestClassifier`` learns one-vs-rest).
 """
 
 from __future__ import annotations
