@@ -167,6 +167,18 @@ def test_classifier_parameters_equal_the_spec(name, toy):
     assert getattr(E, clf.__name__) is clf  # a module attribute, as pickle needs
 
 
+def test_built_in_classifiers_are_the_derived_ones():
+    """The classes of the built-in learners are the factory's (a hand-written class would not
+    be), also reachable from ``ilnrun`` itself."""
+    import ilnrun
+
+    for name in ["shrinking_gradient", "doubly_sgd", "fixed_random", "kernel_ogd"]:
+        cls = E.classifier_class(name)
+        assert cls._spec is LEARNERS[name] and getattr(ilnrun, cls.__name__) is cls
+    assert E.classifier_class("kernel_ridge") is KernelRidgeClassifier
+    assert E.estimator_class("kernel_ridge") is E.KernelRidgeRegressor  # one class a kind
+
+
 def test_the_toy_learner_gets_a_classifier(toy):
     """A learner registered later gets a classifier with no edit: its own pass on -1/+1."""
     X, y = _data()
