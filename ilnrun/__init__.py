@@ -2,8 +2,8 @@
 
 ``ilnrun.run_experiment`` runs a config from Python (:mod:`ilnrun.api`); ``ilnrun.load`` reads a
 results directory back and reproduces any of its cells (:mod:`ilnrun.roundtrip`); the learners as
-scikit-learn regressors are in :mod:`ilnrun.estimators`. Both are imported on first use, so
-``import ilnrun`` stays cheap and scikit-learn stays optional.
+scikit-learn regressors and classifiers are in :mod:`ilnrun.estimators`. Both are imported on
+first use, so ``import ilnrun`` stays cheap and scikit-learn stays optional.
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ _LAZY = {
     "KernelOGDRegressor": "estimators",
     "KernelRidgeRegressor": "estimators",
     "NystroemRidgeRegressor": "estimators",
+    "ShrinkingGradientClassifier": "estimators",
+    "DoublySGDClassifier": "estimators",
+    "FixedRandomClassifier": "estimators",
+    "KernelOGDClassifier": "estimators",
+    "KernelRidgeClassifier": "estimators",
+    "NystroemRidgeClassifier": "estimators",
 }
 __all__ = ["__version__", *_LAZY]
 

@@ -1,4 +1,5 @@
-"""The learners as scikit-learn regressors, derived from their specs (docs/estimators.md).
+"""The learners as scikit-learn regressors and classifiers, derived from their specs
+(docs/estimators.md).
 
 Every registered learner (:data:`ilnrun.learners.LEARNERS`, including one registered later) has an
 estimator class built by :func:`estimator_class` from its :class:`~ilnrun.learners.LearnerSpec`:
@@ -50,6 +51,14 @@ Fitted attributes: ``n_features_in_``, ``feature_map_``, ``predictor_``, ``fit_a
 counters ``train_evals_``, ``features_sampled_``, ``shrinks_``, ``kernel_evals_``,
 ``online_losses_`` (in the units of ``y``), ``diverged_``, ``y_mean_``, ``y_scale_`` and the stream
 ``X_seen_``, ``y_seen_``.
+
+**Classifiers** (docs/estimators.md §6): :func:`classifier_class` builds, by the same factory
+(:func:`_derive`), a binary classifier of every learner (``ShrinkingGradientClassifier``, ...,
+``ToyAvgClassifier``): the same parameters without ``center_y`` / ``scale_y``, with ``loss``
+(default the square loss on ±1 labels, ILN paper §4; the losses its spec lists). Its two classes
+``classes_`` are mapped to ``-1`` and ``+1``; ``decision_function`` is ``f(x)``, ``predict`` the
+class of its sign, ``predict_proba`` exists only for a loss with a ``probability`` (logistic:
+``σ(f)``). More than two classes are refused (``OneVsRestClassifier`` learns one-vs-rest).
 """
 
 from __future__ import annotations
@@ -57,15 +66,18 @@ from __future__ import annotations
 import keyword
 import warnings
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
     from sklearn.exceptions import ConvergenceWarning
+    from sklearn.utils._available_if import available_if
     from sklearn.utils._param_validation import Interval, StrOptions
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
     from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 except ImportError as exc:  # not installed, or older than 1.6 (no validate_data)
     raise ImportError(
@@ -85,6 +97,7 @@ from .learners import (
 )
 from .learners import shrinking_gradient as _sg
 from .learners.base import FitResult, KernelExpansion, LearnerSpec
+from .losses import DEFAULT_LOSS, LOSSES
 from .numeric_env import one_thread
 from .params import Param
 
@@ -99,7 +112,15 @@ __all__ = [
     "KernelOGDRegressor",
     "KernelRidgeRegressor",
     "NystroemRidgeRegressor",
+    "ShrinkingGradientClassifier",
+    "DoublySGDClassifier",
+    "FixedRandomClassifier",
+    "KernelOGDClassifier",
+    "KernelRidgeClassifier",
+    "NystroemRidgeClassifier",
     "estimator_class",
+    "classifier_class",
+    "estimator_kind",
     "make_estimator",
     "DEFAULT_MAP",
 ]
@@ -188,9 +209,11 @@ def _int_seed(random_state: Any) -> int:
 _NO_LABELS = object()  # _check_inputs without labels (predict)
 
 
-class _SpecRegressor(RegressorMixin, BaseEstimator):
-    """What every derived estimator does; :func:`estimator_class` adds the learner, the
-    signature and the constraints."""
+class _SpecEstimator(BaseEstimator):
+    """What every derived estimator does, regressor or classifier: the inputs, the pass, the
+    feature map, the predictor's values. :class:`_SpecRegressor` and :class:`_SpecClassifier`
+    add what the labels mean; :func:`estimator_class` and :func:`classifier_class` add the
+    learner, the signature and the constraints."""
 
     _spec: LearnerSpec
     _learner_params: tuple[Param, ...] = ()
@@ -217,16 +240,19 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
 
     def _check_inputs(self, X, y: Any = _NO_LABELS, reset: bool = True):
         """The one place where inputs are checked and converted (C-ordered float64, finite):
-        ``(X, y)`` for fitting, ``X`` alone (``y`` not given) for predicting."""
+        ``(X, y)`` for fitting (the labels by :meth:`_check_fit_inputs`), ``X`` alone (``y``
+        not given) for predicting."""
         if y is _NO_LABELS:
             refuse_text(X)
             return validate_data(self, X, dtype=np.float64, order="C", reset=reset)
-        refuse_text(X, y)
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
-        check_labels(y)
+        X, y = self._check_fit_inputs(X, y, reset)
         if getattr(self, "eta", None) is not None:
             check_eta(self.eta)
         return X, y
+
+    def _check_fit_inputs(self, X, y, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, y)`` checked and converted for fitting (the subclass says what labels are)."""
+        raise NotImplementedError
 
     # -- fitting -------------------------------------------------------------------------------
 
@@ -234,13 +260,15 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         """One pass of the learner over ``(X, y)`` in the given order; returns ``self``."""
         self.X_seen_, self.y_seen_ = self._check_inputs(X, y, reset=True)
+        self._forget_labels()
         with self._native_threads():
             return self._pass()
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y):
-        """Append ``(X, y)`` to the rows seen so far and refit: equals ``fit(all rows seen so
-        far, in order)`` with the same ``random_state``; each call is one full pass."""
+    def _forget_labels(self) -> None:
+        """What ``fit`` forgets of earlier ``partial_fit`` calls besides their rows."""
+
+    def _append(self, X, y):
+        """``partial_fit``: append ``(X, y)`` to the rows seen so far and refit."""
         first = not hasattr(self, "X_seen_")
         X, y = self._check_inputs(X, y, reset=first)
         if not first:
@@ -260,10 +288,15 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
         seed = _int_seed(rs)
         return np.random.default_rng(seed), [seed, 1]
 
+    def _setting(self) -> dict:
+        """The setting this estimator stands for: its learner's parameters, as a config's
+        ``methods.<name>`` section gives them (the classifiers add ``loss``)."""
+        return {p.name: _cast(p, getattr(self, p.name)) for p in self._learner_params}
+
     def _fit_arguments(self, T: int) -> dict:
         """The learner's ``fit`` keywords, as the runner makes them (``spec.fit_arguments``)."""
         spec = self._spec
-        h = {p.name: _cast(p, getattr(self, p.name)) for p in self._learner_params}
+        h = self._setting()
         for key, msg in spec.check(h) if spec.check is not None else ():
             raise ValueError(f"The {key!r} parameter of {type(self).__name__} {msg}")
         for key in spec.unused(h):
@@ -283,15 +316,10 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
                 f"{type(self).__name__} ({spec.label}) needs a feature map with a closed-form "
                 f"kernel; {self.feature_map_.name!r} has none"
             )
-        self.y_mean_ = float(np.mean(y)) if self.center_y else 0.0
-        yc = y - self.y_mean_
-        peak = float(np.max(np.abs(yc))) if self.scale_y else 0.0
-        self.y_scale_ = peak if peak > 0.0 else 1.0  # the learner sees y' = yc / y_scale_
+        y_learner = self._learner_labels(y)
         rng, self._predict_seed = self._generators()
         self.fit_arguments_ = self._fit_arguments(len(y))
-        res: FitResult = spec.fit(
-            X, yc / self.y_scale_, self.feature_map_, rng, **self.fit_arguments_
-        )
+        res: FitResult = spec.fit(X, y_learner, self.feature_map_, rng, **self.fit_arguments_)
         if self._predict_seed is None:
             self._predict_seed = int(rng.integers(np.iinfo(np.int64).max))
         self.fit_result_ = res  # the learner's own record of the pass (ilnrun.roundtrip)
@@ -304,7 +332,7 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
                     f"({type(self).__name__} takes average=False)"
                 )
             self.predictor_ = res.averaged
-        self.online_losses_ = res.losses * self.y_scale_**2  # 0.5 (yhat - y)^2 in units of y
+        self.online_losses_ = self._online_losses(res.losses)
         self.diverged_ = bool(res.diverged)
         for key in ("train_evals", "features_sampled", "shrinks", "kernel_evals"):
             setattr(self, f"{key}_", int(res.counters.get(key, 0)))
@@ -317,6 +345,14 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
                 stacklevel=4,  # the caller of fit, past the _fit_context wrapper
             )
         return self
+
+    def _learner_labels(self, y: np.ndarray) -> np.ndarray:
+        """The labels the learner sees (setting the fitted attributes that say how)."""
+        raise NotImplementedError
+
+    def _online_losses(self, losses: np.ndarray) -> np.ndarray:
+        """The pass's per-round losses as the fitted ``online_losses_`` reports them."""
+        return losses
 
     def feature_map_config(self, _stacklevel: int = 2) -> dict:
         """The ``feature_map`` section this estimator stands for (``{"kind": ..., <params>}``),
@@ -362,12 +398,12 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
 
     # -- predicting ----------------------------------------------------------------------------
 
-    def predict(self, X) -> np.ndarray:
-        """``f(x) * y_scale_ + y_mean_`` for every row of ``X``."""
+    def _values(self, X) -> np.ndarray:
+        """``f(x)`` of the fitted predictor for every row of ``X``, in the learner's units."""
         check_is_fitted(self, "predictor_")
         X = self._check_inputs(X, reset=False)
         with self._native_threads():
-            return self._predict_scaled(X) * self.y_scale_ + self.y_mean_
+            return self._predict_scaled(X)
 
     def _predict_scaled(self, X: np.ndarray) -> np.ndarray:
         p, fmap = self.predictor_, self.feature_map_
@@ -391,29 +427,210 @@ class _SpecRegressor(RegressorMixin, BaseEstimator):
             out[a : a + rows] = p.predict_exact(fmap.kernel(X[a : a + rows], X_train))
         return out
 
+
+class _SpecRegressor(RegressorMixin, _SpecEstimator):
+    """A learner as a regressor: the label transform of the module docstring (``center_y``,
+    ``scale_y``), undone by :meth:`predict`."""
+
+    def _check_fit_inputs(self, X, y, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        refuse_text(X, y)
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C", reset=reset)
+        check_labels(y)
+        return X, y
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y):
+        """Append ``(X, y)`` to the rows seen so far and refit: equals ``fit(all rows seen so
+        far, in order)`` with the same ``random_state``; each call is one full pass."""
+        return self._append(X, y)
+
+    def _learner_labels(self, y: np.ndarray) -> np.ndarray:
+        """``(y - y_mean_) / y_scale_``."""
+        self.y_mean_ = float(np.mean(y)) if self.center_y else 0.0
+        yc = y - self.y_mean_
+        peak = float(np.max(np.abs(yc))) if self.scale_y else 0.0
+        self.y_scale_ = peak if peak > 0.0 else 1.0  # the learner sees y' = yc / y_scale_
+        return yc / self.y_scale_
+
+    def _online_losses(self, losses: np.ndarray) -> np.ndarray:
+        return losses * self.y_scale_**2  # 0.5 (yhat - y)^2 in units of y
+
+    def predict(self, X) -> np.ndarray:
+        """``f(x) * y_scale_ + y_mean_`` for every row of ``X``."""
+        return self._values(X) * self.y_scale_ + self.y_mean_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = self._poor_score
         return tags
 
 
+def _has_probabilities(est: _SpecClassifier) -> bool:
+    """Whether the classifier's loss defines probabilities (``LossSpec.probability``): what
+    makes ``predict_proba`` exist (scikit-learn's ``available_if``)."""
+    loss = LOSSES.get(est.loss) if isinstance(est.loss, str) else None
+    return loss is not None and loss.probability is not None
+
+
+def binary_only(n_classes: int | str) -> str:
+    """The message refusing more than two classes (scikit-learn's checks look for its first
+    sentence)."""
+    return (
+        f"Only binary classification is supported. The type of the target is multiclass "
+        f"({n_classes} classes); wrap the classifier in "
+        "sklearn.multiclass.OneVsRestClassifier to learn one-vs-rest"
+    )
+
+
+class _SpecClassifier(ClassifierMixin, _SpecEstimator):
+    """A learner as a binary classifier (docs/estimators.md §6): the two classes are mapped to
+    ``-1`` (``classes_[0]``) and ``+1`` (``classes_[1]``), the learner learns ``f`` with the
+    loss ``loss`` on those labels (default the square loss, ILN paper §4), and predicts
+    ``classes_[1]`` where ``f(x) > 0``."""
+
+    _declared_classes: np.ndarray | None = None  # partial_fit(..., classes=...)
+
+    def _check_fit_inputs(self, X, y, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        refuse_text(X)  # the labels may be text: they are class names
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", reset=reset)
+        check_classification_targets(y)
+        if type_of_target(y, input_name="y") == "multiclass":
+            raise ValueError(binary_only(len(np.unique(y))))
+        return X, y
+
+    def _forget_labels(self) -> None:
+        self._declared_classes = None
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Append ``(X, y)`` to the rows seen so far and refit: equals ``fit(all rows seen so
+        far, in order)`` with the same ``random_state``; each call is one full pass. ``classes``
+        (optional; scikit-learn's convention) names the two classes before both are seen: a
+        later call's labels must be among them."""
+        if classes is not None:
+            classes = np.unique(np.asarray(classes))
+            if len(classes) != 2:
+                raise ValueError(f"classes must name two classes, got {len(classes)}")
+            if self._declared_classes is not None and not np.array_equal(
+                classes, self._declared_classes
+            ):
+                raise ValueError(
+                    f"classes={classes.tolist()} differ from the first call's "
+                    f"{self._declared_classes.tolist()}"
+                )
+            self._declared_classes = classes
+        return self._append(X, y)
+
+    def _setting(self) -> dict:
+        """The learner's parameters and ``loss`` (stored only where it is not the square loss,
+        as a config stores it: the square loss keeps every learner's own keywords)."""
+        spec = self._spec
+        if not isinstance(self.loss, str) or self.loss not in spec.supported_losses:
+            raise ValueError(
+                f"The 'loss' parameter of {type(self).__name__} must be one of "
+                f"{', '.join(spec.supported_losses)} (the losses {spec.label} learns with). "
+                f"Got {self.loss!r} instead."
+            )
+        h = super()._setting()
+        if self.loss != DEFAULT_LOSS:
+            h["loss"] = self.loss
+        return h
+
+    def _learner_labels(self, y: np.ndarray) -> np.ndarray:
+        """``+1`` for ``classes_[1]``, ``-1`` for ``classes_[0]``."""
+        seen = np.unique(y)
+        classes = self._declared_classes
+        if classes is None:
+            classes = seen
+        elif not np.isin(seen, classes).all():
+            raise ValueError(
+                f"y has labels {np.setdiff1d(seen, classes).tolist()} outside the classes "
+                f"{classes.tolist()} given to partial_fit"
+            )
+        if len(classes) > 2:
+            raise ValueError(binary_only(len(classes)))
+        if len(classes) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs two classes to learn; y has one class "
+                f"({classes[0]!r})"
+            )
+        self.classes_ = classes
+        return np.where(y == classes[1], 1.0, -1.0)
+
+    def decision_function(self, X) -> np.ndarray:
+        """``f(x)`` for every row of ``X``: positive for ``classes_[1]``."""
+        return self._values(X)
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where ``f(x) > 0``, else ``classes_[0]`` (scikit-learn's rule for a
+        decision function; ``f(x) = 0`` gives ``classes_[0]``)."""
+        f = self.decision_function(X)  # first: refuses an unfitted estimator
+        return self.classes_[(f > 0).astype(int)]
+
+    @available_if(_has_probabilities)
+    def predict_proba(self, X) -> np.ndarray:
+        """``[1 - P, P]`` for every row of ``X``, ``P = loss.probability(f(x))`` the
+        probability of ``classes_[1]`` that the loss defines (the logistic loss: ``σ(f(x))``);
+        only for such a loss."""
+        p = LOSSES[self.loss].probability(self.decision_function(X))
+        return np.column_stack([1.0 - p, p])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.poor_score = self._poor_score
+        return tags
+
+
 # ----------------------------------------------------------------------------------------------
 # the factory
+
+# Parameters every classifier has beyond its learner's and the maps': the regressors' common ones
+# without the label transform (the classes are mapped to -1 and +1, nothing to centre or scale).
+CLASSIFIER_COMMON: dict[str, tuple[Any, list]] = {
+    k: v for k, v in COMMON.items() if k not in ("center_y", "scale_y")
+}
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What makes a derived class a regressor or a classifier: its base class, the suffix of
+    its name, the parameters it adds after the learner's own (``own``: the classifiers' ``loss``,
+    a learner-level setting like ``methods.<name>.loss``) and after the feature maps'
+    (``common``)."""
+
+    base: type
+    suffix: str
+    word: str
+    own: dict[str, tuple[Any, list]]
+    common: dict[str, tuple[Any, list]]
+
+
+REGRESSOR = _Kind(_SpecRegressor, "Regressor", "regressor", {}, COMMON)
+# the loss is checked against the learner's spec at fit time (spec.supported_losses), so that a
+# loss registered after the class was built is taken
+CLASSIFIER = _Kind(
+    _SpecClassifier, "Classifier", "classifier", {"loss": (DEFAULT_LOSS, [str])}, CLASSIFIER_COMMON
+)
+KINDS = {k.word: k for k in (REGRESSOR, CLASSIFIER)}
 
 _BUILT: dict[tuple, type] = {}
 
 
-def _camel(name: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in name.split("_")) + "Regressor"
+def _camel(name: str, kind: _Kind = REGRESSOR) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_")) + kind.suffix
 
 
-def _signature(spec: LearnerSpec) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+def _signature(
+    spec: LearnerSpec, kind: _Kind = REGRESSOR
+) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """``(positional, keyword-only)`` parameters with their defaults, refusing a name clash."""
     fmap_params = _map_params()
     positional = [(spec.budget.name, spec.budget.default)] if spec.budget is not None else []
     keyword_only = [(p.name, spec.estimator_defaults.get(p.name, p.default)) for p in spec.params]
+    keyword_only += [(n, d) for n, (d, _) in kind.own.items()]
     own = [n for n, _ in positional + keyword_only]
-    common = list(COMMON.items())  # feature_map first, then its maps' parameters, then the rest
+    common = list(kind.common.items())  # feature_map, then its maps' parameters, then the rest
     keyword_only += [(n, d) for n, (d, _) in common[:1]]
     keyword_only += [(n, p.default) for n, p in fmap_params.items() if n not in own]
     keyword_only += [(n, d) for n, (d, _) in common[1:] if n not in own]  # average: the learner's
@@ -441,10 +658,12 @@ def _make_init(positional: list, keyword_only: list):
     return namespace["__init__"]
 
 
-def _doc(spec: LearnerSpec, cls_name: str, positional: list, keyword_only: list) -> str:
+def _doc(
+    spec: LearnerSpec, cls_name: str, positional: list, keyword_only: list, kind: _Kind = REGRESSOR
+) -> str:
     params = {p.name: p for p in spec.params}
     lines = [
-        f"{spec.label} as a scikit-learn regressor: {spec.summary}.",
+        f"{spec.label} as a scikit-learn {kind.word}: {spec.summary}.",
         "",
         "Parameters",
         "-" * 10,
@@ -454,6 +673,11 @@ def _doc(spec: LearnerSpec, cls_name: str, positional: list, keyword_only: list)
     for n, d in keyword_only:
         p = params.get(n) or _map_params().get(n)
         what = p.doc if p is not None else "see the module docstring of ilnrun.estimators"
+        if n == "loss" and n in kind.own:
+            what = (
+                f"the loss it learns with on the labels -1, +1: one of "
+                f"{', '.join(spec.supported_losses)} (ilnrun.losses)"
+            )
         lines.append(f"{n} : default={d!r}\n    {what}")
     return "\n".join(lines) + f"\n\nGenerated from the spec of ``{spec.name}`` ({cls_name})."
 
@@ -463,31 +687,44 @@ def estimator_class(learner: str | LearnerSpec, name: str | None = None) -> type
     the parameters of the registered feature maps: the same class object for the same spec and
     maps. The first class built for a learner is also this module's attribute of its name
     (``ShrinkingGradientRegressor``, ``ToyAvgRegressor``), which pickle uses."""
+    return _derive(learner, name, REGRESSOR)
+
+
+def classifier_class(learner: str | LearnerSpec, name: str | None = None) -> type:
+    """The classifier class of a registered learner, built as :func:`estimator_class` builds
+    its regressor (the same parameters, with ``loss`` for the centring and scaling of labels):
+    ``ShrinkingGradientClassifier``, ``ToyAvgClassifier`` (docs/estimators.md §6)."""
+    return _derive(learner, name, CLASSIFIER)
+
+
+def _derive(learner: str | LearnerSpec, name: str | None, kind: _Kind) -> type:
+    """The class of ``kind`` for a learner: the one factory of every derived estimator."""
     if isinstance(learner, str) and learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r} (registered: {', '.join(LEARNERS)})")
     if not isinstance(learner, (str, LearnerSpec)):
         raise TypeError(f"learner is a name or a LearnerSpec, not {type(learner).__name__}")
     spec = LEARNERS[learner] if isinstance(learner, str) else learner
-    key = (spec.name, id(spec), tuple(_map_params()))
+    key = (kind.word, spec.name, id(spec), tuple(_map_params()))
     if key in _BUILT:
         return _BUILT[key]
-    positional, keyword_only = _signature(spec)
+    positional, keyword_only = _signature(spec, kind)
     fmap_params = {n: p for n, p in _map_params().items() if n in dict(keyword_only)}
     fmap_params = {n: p for n, p in fmap_params.items() if n not in {q.name for q in spec.params}}
     constraints = {p.name: _constraints(p) for p in spec.params}
+    constraints.update({n: c for n, (_, c) in kind.own.items()})
     constraints.update({n: _constraints(p) for n, p in fmap_params.items()})
-    constraints.update({n: c for n, (_, c) in COMMON.items() if n not in constraints})
+    constraints.update({n: c for n, (_, c) in kind.common.items() if n not in constraints})
     if spec.budget is not None:
         constraints[spec.budget.name] = [Interval(Integral, 1, MAX_COUNT, closed="both")]
-    earlier = [c for k, c in _BUILT.items() if k[0] == spec.name]
-    cls_name = name or (earlier[0].__name__ if earlier else _camel(spec.name))
+    earlier = [c for k, c in _BUILT.items() if k[:2] == (kind.word, spec.name)]
+    cls_name = name or (earlier[0].__name__ if earlier else _camel(spec.name, kind))
     cls = type(
         cls_name,
-        (_SpecRegressor,),
+        (kind.base,),
         {
             "__init__": _make_init(positional, keyword_only),
             "__module__": __name__,
-            "__doc__": _doc(spec, cls_name, positional, keyword_only),
+            "__doc__": _doc(spec, cls_name, positional, keyword_only, kind),
             "_spec": spec,
             "_learner_params": spec.params,
             "_fmap_params": fmap_params,
@@ -507,8 +744,9 @@ def make_estimator(
     size: int | None = None,
     random_state: Any = None,
     one_thread: bool = False,
+    kind: str | None = None,
     **params: Any,
-) -> _SpecRegressor:
+) -> _SpecEstimator:
     """An estimator for ``learner`` configured like a cell: ``setting`` its resolved
     hyperparameters (``None`` entries, unused by the setting, are left out), ``feature_map`` a
     resolved ``feature_map`` section (``{"kind": ..., "sigma": ...}``) or a map name, ``size``
@@ -516,12 +754,17 @@ def make_estimator(
     estimator parameter (``center_y=False, scale_y=False`` for data already scaled).
     ``one_thread``: the estimator fits and predicts with every native thread pool pinned to one
     thread, as ``ilnrun run`` computes a cell (:func:`ilnrun.numeric_env.one_thread`; not an
-    estimator parameter, kept by ``clone``)."""
+    estimator parameter, kept by ``clone``). ``kind``: ``"regressor"`` or ``"classifier"``;
+    by default (:func:`estimator_kind`) the classifier for a setting whose ``loss`` needs ±1
+    labels (a cell of a classification loss), else the regressor."""
     if not isinstance(learner, str) or learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r} (registered: {', '.join(LEARNERS)})")
     if setting is not None and not isinstance(setting, dict):
         raise TypeError(f"setting is a mapping of hyperparameters, not {type(setting).__name__}")
-    cls = estimator_class(learner)
+    kind = estimator_kind(setting) if kind is None else kind
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    cls = _derive(learner, None, KINDS[kind])
     kw: dict[str, Any] = {k: v for k, v in (setting or {}).items() if v is not None}
     if isinstance(feature_map, dict):
         kw.update({("feature_map" if k == "kind" else k): v for k, v in feature_map.items()})
@@ -542,11 +785,20 @@ def make_estimator(
     return est
 
 
+def estimator_kind(setting: dict | None) -> str:
+    """``"classifier"`` for a setting whose ``loss`` needs ±1 labels (``LossSpec.labels ==
+    "pm1"``), else ``"regressor"``: the estimator a cell with that setting stands for."""
+    loss = LOSSES.get((setting or {}).get("loss") or DEFAULT_LOSS)
+    return CLASSIFIER.word if loss is not None and loss.labels == "pm1" else REGRESSOR.word
+
+
 def __getattr__(name: str) -> type:
-    """``ilnrun.estimators.<Name>Regressor`` for a learner registered after import."""
+    """``ilnrun.estimators.<Name>Regressor`` / ``<Name>Classifier`` for a learner registered
+    after import."""
     for spec in LEARNERS.values():
-        if _camel(spec.name) == name:
-            return estimator_class(spec)
+        for kind in KINDS.values():
+            if _camel(spec.name, kind) == name:
+                return _derive(spec, None, kind)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -559,3 +811,12 @@ FixedRandomRegressor = estimator_class(fixed_random.SPEC, "FixedRandomRegressor"
 KernelOGDRegressor = estimator_class(kernel_ogd.SPEC, "KernelOGDRegressor")
 KernelRidgeRegressor = estimator_class(kernel_ridge.SPEC, "KernelRidgeRegressor")
 NystroemRidgeRegressor = estimator_class(nystroem_ridge.SPEC, "NystroemRidgeRegressor")
+
+# the classifiers (docs/estimators.md §6): every learner's, the batch references' included
+# (kernel ridge and Nyström ridge on -1/+1 labels are regularised least-squares classifiers)
+ShrinkingGradientClassifier = classifier_class(_sg.SPEC, "ShrinkingGradientClassifier")
+DoublySGDClassifier = classifier_class(doubly_sgd.SPEC, "DoublySGDClassifier")
+FixedRandomClassifier = classifier_class(fixed_random.SPEC, "FixedRandomClassifier")
+KernelOGDClassifier = classifier_class(kernel_ogd.SPEC, "KernelOGDClassifier")
+KernelRidgeClassifier = classifier_class(kernel_ridge.SPEC, "KernelRidgeClassifier")
+NystroemRidgeClassifier = classifier_class(nystroem_ridge.SPEC, "NystroemRidgeClassifier")

@@ -38,7 +38,9 @@ more BLAS threads would sum large products in another order.
 experiment's feature-map section, the cell's budget size and the cell's seed sequence
 ``SeedSequence(seed, spawn_key=H(cell key))`` (the pass draws from its child 0, Algorithm-2
 predictions from its child 1, as the cell does), with ``center_y=False, scale_y=False`` (the
-splits are already scaled) and the experiment's ``m_test``. Its ``fit(X_train, y_train)`` is the
+splits are already scaled) and the experiment's ``m_test``; for a cell of a loss on ±1 labels
+(``loss: hinge``, ...) the learner's classifier, whose classes ``-1, +1`` are the labels as they
+are (``decision_function`` gives the cell's predictions). Its ``fit(X_train, y_train)`` is the
 cell's pass: ``mean(online_losses_)`` is the row's ``online_loss`` bit for bit, and with
 :meth:`LoadedCell.reproduce` every number of the row (validation and test losses, Algorithm-2
 loss, yardsticks, counters, diagnostics, regret) is recomputed by the cell's own evaluation from
@@ -66,7 +68,7 @@ import pandas as pd
 
 from . import config as C
 from . import numeric_env
-from .cell import Instance, finish, m_test, make_instance, plan, reference_losses
+from .cell import Instance, finish, loss_of, m_test, make_instance, plan, reference_losses
 from .config.grid import seed_sequence
 from .learners import LEARNERS
 from .results import CellLog, ManifestError, read_manifest
@@ -250,7 +252,7 @@ class LoadedResults:
         with numeric_env.one_thread():  # as the command line builds a cell's data
             inst = make_instance(self.config.seed, self.config.feature_map, cell)
             _check_fingerprint(
-                self.out_dir, cell_id, inst, row, self.config, self.meta, len(self.runs)
+                self.out_dir, cell_id, inst, row, self.config, self.meta, len(self.runs), cell
             )
         return LoadedCell(self.config, cell, row, inst)
 
@@ -263,12 +265,14 @@ def _check_fingerprint(
     exp: C.Experiment,
     meta: dict,
     n_cells: int,
+    cell: C.Cell,
 ) -> None:
-    """The rebuilt splits give the row's data-only yardsticks bit for bit; otherwise
+    """The rebuilt splits give the row's data-only yardsticks (those of the cell's loss,
+    :func:`ilnrun.cell.loss_of`) bit for bit; otherwise
     :class:`LoadError` names every yardstick that differs (recorded, rebuilt, relative
     difference) and the likely causes (:func:`_fingerprint_causes`)."""
     n_est = exp.evaluation.n_estimated(len(inst.data.y_test))
-    ref = reference_losses(inst.data, n_est)
+    ref = reference_losses(inst.data, n_est, loss_of(cell))
     diffs = [
         f"{key}: recorded {_number(row[key])}, rebuilt {_number(ref[key])} (relative "
         f"difference {_relative(row[key], ref[key])})"
@@ -418,22 +422,23 @@ class LoadedCell:
         ``partial_fit`` and ``predict`` (hence ``score``) run with every native thread pool
         pinned to one thread, as ``ilnrun run`` runs a cell
         (:func:`ilnrun.numeric_env.one_thread`; a ``clone`` keeps it)."""
-        from .estimators import make_estimator
+        from .estimators import estimator_kind, make_estimator
 
         exp = self.config
-        kw: dict[str, Any] = {
-            "center_y": False,
-            "scale_y": False,
-            "m_test": m_test(exp.evaluation, plan(exp.budget, self.key, self.instance)),
-            "random_state": self.seed,
-            **params,
-        }
+        # a cell of a loss on ±1 labels is a classifier's (its labels are the classes -1, +1,
+        # seen as they are); another a regressor's, its labels already centred and scaled
+        kind = estimator_kind(self.key.hyper)
+        kw: dict[str, Any] = {"center_y": False, "scale_y": False} if kind == "regressor" else {}
+        kw["m_test"] = m_test(exp.evaluation, plan(exp.budget, self.key, self.instance))
+        kw["random_state"] = self.seed
+        kw.update(params)
         return make_estimator(
             self.method,
             self.key.hyper,
             exp.feature_map.as_dict(),
             size=self.size,
             one_thread=True,  # fit and predict pin native threads as the command line does
+            kind=kind,
             **kw,
         )
 

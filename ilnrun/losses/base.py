@@ -50,6 +50,9 @@ class LossSpec:
       Taylor series; docs/algorithms.md §1.10); ``None``: it has none.
     - ``no_series`` (optional): for a loss without ``derivative_series``, why none exists (the
       reason ``ilnrun validate`` gives when Shrinking Gradient is asked to learn with it).
+    - ``probability(p)`` (optional): ``P(y = +1)`` for a prediction ``p``, elementwise, for a
+      loss that defines one (a negative log-likelihood: the logistic loss's ``σ(p)``); the
+      classifiers' ``predict_proba`` exists only for such a loss (docs/estimators.md §6).
     """
 
     name: str
@@ -63,6 +66,7 @@ class LossSpec:
     mean: Callable[[np.ndarray, np.ndarray], float] | None = None
     derivative_series: Callable[[float, float, int], np.ndarray] | None = None
     no_series: str = ""
+    probability: Callable[[np.ndarray], np.ndarray] | None = None
 
     def risk(self, p: np.ndarray, y: np.ndarray) -> float:
         """``mean l(p, y)`` over the points (:attr:`mean` when the loss gives it)."""

@@ -57,6 +57,14 @@ def derivative_series(p: float, y: float, n: int) -> np.ndarray:
     return gamma
 
 
+def probability(p):
+    """``P(y = +1) = σ(p) = 1 / (1 + exp(−p))``: the logistic loss is the negative
+    log-likelihood of ``y`` under it (``log(1 + e^{−yp}) = −log σ(yp)``). Computed stably."""
+    p = np.asarray(p, dtype=float)
+    e = np.exp(-np.abs(p))
+    return np.where(p >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
 def best_constant(y: np.ndarray) -> float:
     """``log(n₊ / n₋)`` (``(n± + ½)`` when a class is absent)."""
     pos, neg = float(np.sum(y > 0)), float(np.sum(y < 0))
@@ -75,4 +83,5 @@ SPEC = LossSpec(
     best_constant=best_constant,
     metrics=("test_error",),
     derivative_series=derivative_series,
+    probability=probability,
 )
