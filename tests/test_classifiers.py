@@ -251,6 +251,7 @@ def test_a_loss_registered_later_is_taken(monkeypatch):
         value=lambda p, y: np.exp(-y * p),
         derivative=lambda p, y: -y * np.exp(-y * p),
         probability=lambda p: 1.0 / (1.0 + np.exp(-2.0 * np.asarray(p))),
+        derivative_series=None,  # no Taylor series given: Shrinking Gradient cannot take it
     )
     monkeypatch.setitem(LOSSES, "exponential", expo)
     X, y = _data()
