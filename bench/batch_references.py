@@ -6,7 +6,7 @@ kernel ridge (``T r + r^2`` kernel values, ``O(T r^2 + r^3)`` flops) are fitted 
 three sizes, in this process, with every native thread pool pinned to one thread (as a cell runs:
 :func:`ilnrun.engines.local.one_thread`), timed with ``time.process_time`` around the fit alone
 (the data are made before). Each line prints the measured seconds beside the estimate of
-:func:`ilnrun.config.resources.seconds` (the learner's ``seconds`` hook) and their ratio; the
+:func:`ilnrun.cost.seconds` (the learner's ``seconds`` hook) and their ratio; the
 ``MEASURED`` literal at the end is what ``tests/test_estimates.py`` keeps (the model's constants
 are calibrated against it, on one core of the project's 2-core AMD EPYC build machine).
 
@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ilnrun.config import resources  # noqa: E402
+from ilnrun import cost  # noqa: E402
 from ilnrun.engines.local import one_thread  # noqa: E402
 from ilnrun.features import FEATURE_MAPS  # noqa: E402
 from ilnrun.learners import LEARNERS  # noqa: E402
@@ -66,7 +66,7 @@ def main() -> None:
         if a.only and name != a.only:
             continue
         s = measure(name, T, args, a.map, a.d)
-        est = resources.seconds(name, None, T, a.d, 0, args, a.map)
+        est = cost.seconds(name, None, T, a.d, 0, args, a.map)
         rows.append((name, T, args.get("rank"), round(s, 2)))
         print(f"{name} T={T} {args}: {s:.2f} CPU-s, estimate {est:.2f} s (x{est / s:.2f})")
         sys.stdout.flush()

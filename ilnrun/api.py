@@ -17,10 +17,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .overrides import load_config
+
+if TYPE_CHECKING:
+    from .config.typed import Experiment
 from .threads import requested_threads, threads_per_cell
 
 
@@ -30,8 +34,8 @@ class ArgumentError(ValueError):
 
 
 def cpus() -> int:
-    """CPUs this process may run on (:func:`ilnrun.config.resources.usable_cpus`)."""
-    from .config.resources import usable_cpus
+    """CPUs this process may run on (:func:`ilnrun.threads.usable_cpus`)."""
+    from .threads import usable_cpus
 
     return usable_cpus()
 
@@ -180,7 +184,7 @@ def _naming(out: Path) -> Iterator[None]:
 
 
 def run_resolved(
-    cfg: dict,
+    cfg: Experiment,
     out: Path,
     *,
     jobs: int = 1,
@@ -199,16 +203,15 @@ def run_resolved(
     if "\x00" in str(out):  # no path may hold one (os.mkdir's ValueError otherwise)
         raise ArgumentError("out holds a NUL byte, which no path may hold")
     jobs = check_run_args(jobs, backend, scheduler, fresh, quiet, extend=extend)
-    from .config.resources import check_run
+    from . import config as C
+    from .cost import Workload, check_run, one_at_a_time_note
 
     # jobs workers at once: refused before any work; the cells too big to run jobs at once
     # run one at a time
-    sched = check_run(cfg, jobs, backend, scheduler)
+    sched = check_run(Workload.of(cfg), lambda: C.cells(cfg), jobs, backend, scheduler)
     alone = sched.one_at_a_time
     if alone and not quiet:
-        from .config.resources import one_at_a_time_note
-
-        print(one_at_a_time_note(cfg, sched), file=sys.stderr)
+        print(one_at_a_time_note(cfg.limits, sched), file=sys.stderr)
     kw = dict(
         jobs=jobs,
         fresh=fresh,

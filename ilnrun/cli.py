@@ -33,10 +33,14 @@ if _is_command():  # first thing, before click (not for callers of main(): a tes
 
 import shlex  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 import click  # noqa: E402
 
 from . import __version__  # noqa: E402
+
+if TYPE_CHECKING:  # noqa: E402
+    from .config.typed import Experiment
 
 
 def _fail(lines: list[str] | str, code: int = 2) -> None:
@@ -45,7 +49,7 @@ def _fail(lines: list[str] | str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _load(path: str, overrides: tuple[str, ...] = ()) -> dict:
+def _load(path: str, overrides: tuple[str, ...] = ()) -> Experiment:
     from . import config as C
     from .overrides import OverrideError, load_config
 
@@ -497,18 +501,19 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     """Check CONFIG.yaml; print the resolved config, the derived budgets, each learner's estimated
     time and memory per cell, the cell count and the estimated size of the largest cell."""
     from . import config as C
+    from . import cost
     from .budget import derive, setting_size
-    from .config import resources
     from .learners import LEARNERS
 
     cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
     cells = C.cells(cfg)
-    jobs = max(1, min(resources.workers(cfg, jobs), len(cells)))
-    est = resources.estimates(cfg)
+    work = cost.Workload.of(cfg)
+    jobs = max(1, min(cost.workers(cfg.engine, jobs), len(cells)))
+    est = cost.estimates(work)
     problems: list = []
     if jobs > 1:  # one process: checked when the config was resolved
-        resources.check(cfg, problems, jobs=jobs, cells=cells, est=est)
+        cost.check(work, problems, jobs=jobs, cells=cells, est=est)
     if problems:
         _fail([f"{p}: {m}" for p, m in problems])
     Ts = sorted({c.data["T"] for c in cells})
@@ -518,11 +523,11 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     # (T, validation + test points): the points scored enter the budget under match: total
     sizes_of = {}
     for c in cells:
-        T, n_val, n_test, _ = resources.setting_sizes(cfg, c.data)
+        T, n_val, n_test, _ = work.sizes_of(c.data)
         sizes_of.setdefault(T, n_val + n_test)
     for T in Ts:
         for k in sorted({c.per_round for c in cells if c.per_round is not None}):
-            b = derive(cfg["budget"]["match"], k, T, sizes_of.get(T, 0))
+            b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
             sizes = ", ".join(
                 f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
                 for m in budgeted
@@ -546,7 +551,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
                 click.echo(f"# {line}")
     for line in _numpy_fallbacks(cfg, Ts):
         click.echo(f"# {line}")
-    for line in resources.summary_lines(cfg, jobs, cells, est):
+    for line in cost.summary_lines(work, jobs, cells, est):
         click.echo(f"# {line}")
 
 

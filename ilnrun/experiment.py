@@ -370,7 +370,7 @@ def run(
 ) -> dict:
     """Run every unfinished cell of ``cfg`` (an experiment) into ``out`` (``extend``:
     :func:`prepare_dir`; ``one_at_a_time``: the ids of the cells too big to run ``jobs`` at
-    once, :func:`ilnrun.config.resources.check_run`); write the tables; return a
+    once, :func:`ilnrun.cost.check_run`); write the tables; return a
     short summary (cells run, resumed, diverged and timed-out cells per learner, cells whose
     evaluation took longer than training and the seconds of both over all cells)."""
     try:  # (exists() itself fails on a name too long)

@@ -89,7 +89,7 @@ def apply_overrides(raw: dict, overrides: Iterable[str]) -> dict:
 
 def load_config(
     source: dict | str | Path, overrides: Iterable[str] = (), default_name: str | None = None
-) -> dict:
+) -> C.Experiment:
     """Read a config (a raw mapping or a YAML file), apply ``overrides``, resolve it. The name
     defaults to the file's stem (``experiment`` for a mapping); relative data paths are relative
     to the file's folder (the working directory for a mapping). Raises

@@ -1,4 +1,4 @@
-"""Memory and time estimates that hold (ilnrun/config/resources.py): each stage from the rows
+"""Memory and time estimates that hold (ilnrun/cost.py): each stage from the rows
 actually counted, checked before any dataset is built, for ``--jobs`` workers at once, and the
 refusal names the key that helps. Sizes are made large on paper only: the tables are small NPZ
 files and the machine's memory is monkeypatched, so nothing here allocates what it estimates."""
@@ -11,7 +11,8 @@ from conftest import invoke, tiny_config, write_config
 
 from ilnrun import cell
 from ilnrun import config as C
-from ilnrun.config import resources
+from ilnrun import cost as resources
+from ilnrun.cost import Workload
 
 
 def _npz(path, rows: int) -> str:
@@ -66,7 +67,7 @@ def test_a_table_uses_its_counted_test_rows(tmp_path, machine, no_run):
     assert "Traceback" not in res.output
     assert not (tmp_path / "o" / "cells.jsonl").exists()
     cfg["limits"] = {"max_memory_gb": 1000.0}
-    est = resources.largest_cell(C.load(write_config(tmp_path / "c2.yaml", cfg)))
+    est = resources.largest_cell(Workload.of(C.load(write_config(tmp_path / "c2.yaml", cfg))))
     assert est["estimate"].sizes == (2000, 100, 397_900, 2)
 
 
@@ -85,7 +86,7 @@ def test_what_fits_is_not_refused(tmp_path, machine):
     path = _issue_example(tmp_path)
     res = invoke(["validate", path])
     assert res.exit_code == 0, res.output
-    est = resources.largest_cell(C.load(path))
+    est = resources.largest_cell(Workload.of(C.load(path)))
     assert est["estimate"].sizes[:3] == (18_000, 1_000, 1_190)
     assert 12 < est["memory"] / 2**30 < 14.5  # measured: 13.1 GB peak
     # two workers of ~13 GiB do not fit 80% of 32 GiB: the kernel ridge cells run one at a
@@ -153,12 +154,12 @@ def test_cells_run_alone_in_the_parent_give_the_same_rows(tmp_path, machine, mon
     cfg = tiny_config(**{"dataset.D": 20, "feature_map": {"kind": "relu"}})
     cfg["methods"] = {"fixed_random": {"eta": [0.3, 1.0]}, "kernel_ridge": {"ridge": 1e-3}}
     exp = C.load(write_config(tmp_path / "c.yaml", cfg))
-    sizes = resources.cell_bytes(exp)
+    sizes = resources.cell_bytes(Workload.of(exp), C.cells(exp))
     big = max(sizes.values())
     small = max(w for w in sizes.values() if w < big)
     gib = max(big + 2 * resources.PROCESS_BYTES, resources.total_bytes(small, 2)) / 2**30
     machine(gib * 1.001 / 0.8, cpus=2)  # two small cells fit at once, two big ones do not
-    alone = resources.schedule(exp, 2).one_at_a_time
+    alone = resources.schedule(Workload.of(exp), 2, C.cells(exp)).one_at_a_time
     assert alone == {i for i, w in sizes.items() if w == big} and len(alone) == 4
     in_parent: list[str] = []
     run_cell = local.run_cell
@@ -241,7 +242,7 @@ def test_the_regret_kernel_matrix_is_estimated():
             }
         )
     )
-    est = resources.largest_cell(cfg)["estimate"]
+    est = resources.largest_cell(Workload.of(cfg))["estimate"]
     what = {s.what: s.bytes for s in est.stages}
     assert what["training kernel T x T (regret)"] == 8 * 10_000**2
     assert what["eigendecomposition (regret)"] == 4 * 8 * 10_000**2
@@ -278,5 +279,5 @@ def test_validate_estimates_the_batch_references_within_x2(method, T, rank, meas
     cfg["feature_map"] = {"kind": "relu"}
     cfg["methods"] = {method: {"rank": rank} if rank else {}}
     cfg["limits"] = {"max_memory_gb": 10_000.0}
-    (est,) = resources.estimates(C.resolve(cfg))
+    (est,) = resources.estimates(Workload.of(C.resolve(cfg)))
     assert 0.5 <= est.seconds / measured <= 2.0, (est.seconds, measured)

@@ -308,16 +308,16 @@ def test_free_run_report_resume_and_two_jobs(tmp_path):
 def test_validate_estimates_count_algorithm_2_on_every_point():
     """``ilnrun validate``'s seconds include Algorithm 2 on every validation and test point
     under ``kernel: free`` (2 m_test n a point, m_test by the cell's rule) and the sweep."""
-    from ilnrun.config import resources
+    from ilnrun import cost
 
     def sg_seconds(**evaluation) -> float:
-        cfg = C.resolve(relu_config(**evaluation))
-        (est,) = [e for e in resources.estimates(cfg) if e.method == "shrinking_gradient"]
+        work = cost.Workload.of(C.resolve(relu_config(**evaluation)))
+        (est,) = [e for e in cost.estimates(work) if e.method == "shrinking_gradient"]
         return est.seconds
 
     exact, free = sg_seconds(), sg_seconds(kernel="free")
     w = 5  # numbers of one relu parameter at D = 5
-    per_pair = resources.SECONDS_PER_PAIR * (4 + w)
+    per_pair = cost.SECONDS_PER_PAIR * (4 + w)
     assert free - exact == pytest.approx(per_pair * 2 * 20 * (N_VAL + N_TEST))
     rule = sg_seconds(kernel="free", m_test={"per_T": 10})
     assert rule - free == pytest.approx(per_pair * 2 * (10 * T - 20) * (N_VAL + N_TEST + 10))

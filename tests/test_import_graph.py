@@ -40,7 +40,9 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the plugins and the science they share: feature maps, datasets, learners (and their jax
     # passes), losses, the exact-kernel theory, the matched budget
     ("plugins", ("features", "data", "datasets", "learners", "losses", "theory", "budget")),
-    ("config", ("config",)),  # validation, resolution, the grid of cells
+    # validation, resolution, the grid of cells; the cost model (what a config's cells will
+    # allocate and take), which validation refuses by and which reads the grid
+    ("config", ("config", "cost")),
     ("cell", ("cell",)),  # what one cell is and computes
     ("engines", ("engines", "distributed")),  # how cells are executed
     ("experiment", ("experiment", "results", "readers", "pack")),  # the results directory

@@ -17,7 +17,7 @@ from conftest import invoke, refused
 from scipy.stats import norm
 
 from ilnrun import config as C
-from ilnrun.config import resources
+from ilnrun import cost
 from ilnrun.datasets.kind_teacher import teacher
 from ilnrun.features import FEATURE_MAPS, Coordinate, Fourier, RandomNet, ReLU
 from ilnrun.learners import doubly_sgd as dsgd
@@ -288,12 +288,13 @@ def test_validate_estimates_scale_with_the_hidden_width(tmp_path):
     more per evaluation (``param_floats = h D + h``) and in the teacher's Monte-Carlo kernel."""
     small = C.resolve(yaml.safe_load(_write(tmp_path).read_text()))
     wide = C.resolve(yaml.safe_load(_write(tmp_path, **{"feature_map.h": 64}).read_text()))
-    est_s, est_w = resources.estimates(small), resources.estimates(wide)
+    work_s, work_w = cost.Workload.of(small), cost.Workload.of(wide)
+    est_s, est_w = cost.estimates(work_s), cost.estimates(work_w)
     assert all(w.seconds > s.seconds for s, w in zip(est_s, est_w, strict=True))
-    setting = C.dataset_settings(small)[0]
+    (data,) = work_s.data
     assert (
-        resources.instance_seconds(wide, setting, False, 0)
-        > resources.instance_seconds(small, setting, False, 0)
+        cost.instance_seconds(work_w.feature_map, data, False, 0)
+        > cost.instance_seconds(work_s.feature_map, data, False, 0)
         > 0
     )
     res = invoke(["validate", _write(tmp_path)])

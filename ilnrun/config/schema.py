@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from .. import cost
 from ..budget import MATCHES, derive
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
@@ -33,7 +34,7 @@ from ..params import (
     unknown,
 )
 from ..safe_yaml import YamlLimitError, load_bounded
-from . import grid, resources
+from . import grid
 from .keys import (
     EVALUATION_PARAMS,
     NEW_EVALUATION_KEYS,
@@ -412,7 +413,8 @@ def _budget_sizes(cfg: dict, problems: list) -> list[tuple[int, int]]:
         return [(T, 0) for T in _as_list(cfg["dataset"]["T"])]
     if problems:
         return []
-    sizes = [resources.setting_sizes(cfg, s) for s in grid.dataset_settings(cfg)]
+    used = cfg.get("data_used", [])
+    sizes = [cost.setting_sizes(s, used) for s in grid.dataset_settings(cfg)]
     return list(dict.fromkeys((T, n_val + n_test) for T, n_val, n_test, _ in sizes))
 
 
@@ -521,7 +523,7 @@ def _feature_map_checks(cfg: dict, problems: list) -> None:
 def _resource_checks(cfg: dict, problems: list) -> None:
     """Refuse what cannot run here, before anything is built: more cells than
     ``limits.max_cells``, or one worker running the largest cell estimated above
-    ``limits.max_memory_gb`` (:mod:`ilnrun.config.resources`; ``--jobs`` workers are checked
+    ``limits.max_memory_gb`` (:mod:`ilnrun.cost`; ``--jobs`` workers are checked
     when the run starts)."""
     lim = cfg["limits"]
     n = _count_cells(cfg)
@@ -534,7 +536,7 @@ def _resource_checks(cfg: dict, problems: list) -> None:
             )
         )
         return
-    resources.check(cfg, problems)
+    cost.check(cost.Workload.of(Experiment.from_dict(cfg)), problems)
 
 
 def _count_cells(cfg: dict) -> int:

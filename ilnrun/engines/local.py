@@ -19,7 +19,7 @@ worker processes (docs/architecture.md §3).
 - Memory: the cells of which ``--jobs`` at once would exceed ``limits.max_memory_gb`` (a kernel
   ridge cell on a large table beside small ones) run one after another in the parent process
   before the workers start on the others (:func:`run_alone`,
-  :class:`ilnrun.config.resources.Schedule`); the parent then drops its cached instances.
+  :class:`ilnrun.cost.Schedule`); the parent then drops its cached instances.
 - A cold compilation cache is filled once, in the parent, before workers start
   (:func:`warm_up`: the first cell of every learner runs in the parent), not by every worker
   at the same time.
@@ -213,7 +213,7 @@ def execute_local(
     """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
     ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
     (bit-identical numbers for any ``jobs`` and backend). The cells of ``one_at_a_time`` (too
-    big for ``jobs`` of them to fit in memory: :class:`ilnrun.config.resources.Schedule`) run
+    big for ``jobs`` of them to fit in memory: :class:`ilnrun.cost.Schedule`) run
     one after another in this process before the workers start on the others."""
     from joblib import Parallel, delayed, parallel_config
 

@@ -72,7 +72,7 @@ def fit(
 
 def seconds(T: int, kernel_value: float) -> float:
     """Rough CPU seconds of one fit: ``T^2`` kernel values (``kernel_value`` seconds each: the
-    map's, :func:`ilnrun.config.resources.kernel_value_seconds`), the Cholesky factorization
+    map's, :func:`ilnrun.cost.kernel_value_seconds`), the Cholesky factorization
     (``T^3 / 3`` flops) and the triangular inverse ``L^{-1}`` (``T^3`` flops) at
     :data:`~.base.SECONDS_PER_LAPACK_FLOP` (the fits measured at three sizes:
     ``BATCH_FITS_MEASURED`` in tests/test_estimates.py)."""

@@ -149,7 +149,7 @@ def memory(size: int, T: int, w: int, args: dict | None = None) -> int:
 
 def seconds(T: int, rank: int, kernel_value: float) -> float:
     """Rough CPU seconds of one fit: ``T r + r^2`` kernel values (``kernel_value`` seconds each:
-    the map's, :func:`ilnrun.config.resources.kernel_value_seconds`) and, at
+    the map's, :func:`ilnrun.cost.kernel_value_seconds`) and, at
     :data:`~.base.SECONDS_PER_LAPACK_FLOP`, ``~7 T r^2`` flops (the transform ``k_L(X)
     K_LL^{-1/2}``, the Gram matrix ``Z^T Z`` twice, Ridge's and the leave-one-out's, and the
     triangular solves of the leave-one-out) and ``~22 r^3`` (the SVD of ``K_LL``); the fits

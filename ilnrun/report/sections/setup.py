@@ -140,10 +140,11 @@ def applies(choice: str, ds: dict) -> bool:
 def _scored_points(cfg, T) -> int:
     """Validation + test points of the first dataset setting with ``T`` rounds (what the
     ``total`` budget convention counts; 0 when none is found)."""
-    from ...config import grid, resources
+    from ... import cost
+    from ...config import grid
 
     for setting in grid.dataset_settings(cfg):
-        t, n_val, n_test, _ = resources.setting_sizes(cfg, setting)
+        t, n_val, n_test, _ = cost.setting_sizes(setting, cfg.get("data_used", []))
         if t == int(T):
             return n_val + n_test
     return 0

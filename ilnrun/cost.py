@@ -1,5 +1,11 @@
-"""What a config will allocate and how long its cells take, estimated before anything is built
-(docs/architecture.md §2).
+"""The cost model: what a config will allocate and how long its cells take, estimated before
+anything is built (docs/architecture.md §2).
+
+It reads the resolved config once, into a :class:`Workload` (its typed parts and, per dataset
+setting, the sizes the config states or the data were counted to have), and every estimate takes
+that workload, never the config mapping. Validation (:mod:`ilnrun.config.schema`) refuses by it,
+``ilnrun validate`` prints its lines, and a run checks its workers against it
+(:func:`check_run`).
 
 Every number comes from the sizes the config states or the data were counted to have (a table's
 split sizes are read from ``data_used``, the rows :func:`ilnrun.datasets.inspect` counted), never
@@ -37,21 +43,29 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..budget import derive, setting_size
-from ..datasets import DATASETS
-from ..features import FEATURE_MAPS
-from ..learners import LEARNERS
-from ..theory import (
+from .budget import derive, setting_size
+from .config import grid
+from .config.keys import m_test_value
+from .config.typed import (
+    BudgetConfig,
+    EvaluationConfig,
+    Experiment,
+    FeatureMapConfig,
+    LimitsConfig,
+)
+from .datasets import DATASETS
+from .features import FEATURE_MAPS
+from .learners import LEARNERS
+from .theory import (
     KERNEL_DIAGNOSTICS_MAX_T,
     PRIMAL_EVALUATION_ABOVE_T,
     kernel_diagnostics_bytes,
 )
-from ..threads import usable_cpus
-from . import grid
-from .keys import m_test_value
+from .threads import usable_cpus
 
 PROCESS_BYTES = 200 * 2**20  # a worker after its imports (measured ~75 MiB; sklearn adds more)
 INSTANCE_CACHE = 2  # dataset instances a process keeps (ilnrun.cell._CACHE_SIZE)
@@ -125,10 +139,11 @@ def total_bytes(worker: int, jobs: int) -> int:
 # sizes
 
 
-def setting_sizes(cfg, setting: dict) -> tuple[int, int, int, int]:
+def setting_sizes(setting: Mapping, data_used: Sequence[Mapping] = ()) -> tuple[int, int, int, int]:
     """``(T, n_val, n_test, D)`` of a dataset setting: as configured, or for a table as counted
-    (``data_used``: the split sizes and the feature columns of the rows actually read)."""
-    used = _data_used(cfg, setting)
+    (``data_used``, the resolved config's entry: the split sizes and the feature columns of the
+    rows actually read)."""
+    used = _data_used(setting, data_used)
     if used is not None:
         s = used["splits"]
         return int(s["train"]), int(s["val"]), int(s["test"]), len(used["features"])
@@ -138,15 +153,92 @@ def setting_sizes(cfg, setting: dict) -> tuple[int, int, int, int]:
     return T, n_val, int(n_test) if isinstance(n_test, int) else 0, int(setting.get("D", 1))
 
 
-def _data_used(cfg, setting: dict) -> dict | None:
+def _data_used(setting: Mapping, data_used: Sequence[Mapping]) -> Mapping | None:
     """The ``data_used`` entry of ``setting`` (entries carry the setting's axis values)."""
-    for d in cfg.get("data_used", []):
+    for d in data_used:
         if all(setting.get(k) == v for k, v in d.items() if k not in ("rows", *_DESCRIBED)):
             return d
     return None
 
 
 _DESCRIBED = ("target", "features", "splits", "inputs")
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """One dataset setting as the cost model sees it: the setting, its sizes ``(T, n_val,
+    n_test, D)`` (:func:`setting_sizes`), for a table the rows it reads (``read_rows``;
+    ``None``: no table) and the bytes of the files it names (their text is held while it is
+    parsed)."""
+
+    setting: dict
+    sizes: tuple[int, int, int, int]
+    read_rows: int | None
+    file_bytes: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the cost model reads from a resolved config, read once (:meth:`of`): the feature
+    map, the evaluation settings, the budget, the limits, the repetitions and the engine as
+    their typed parts, every dataset setting with its sizes (:class:`DataSize`), and every
+    learner's grid of settings (:func:`ilnrun.config.grid.method_grid`)."""
+
+    feature_map: FeatureMapConfig
+    evaluation: EvaluationConfig
+    budget: BudgetConfig
+    limits: LimitsConfig
+    repetitions: int
+    engine: str
+    data: tuple[DataSize, ...]
+    methods: tuple[tuple[str, tuple[dict, ...]], ...]
+
+    @classmethod
+    def of(cls, exp: Experiment) -> Workload:
+        """The workload of a resolved experiment (its ``data_used`` and ``inputs``, recorded by
+        validation, give a table's sizes and files)."""
+        used = exp.get("data_used", [])
+        files = exp.get("inputs", {})
+        data = []
+        for setting in grid.dataset_settings(exp):
+            sizes = setting_sizes(setting, used)
+            entry = _data_used(setting, used)
+            read = None
+            if entry is not None:
+                T, n_val, n_test, _ = sizes
+                read = int(entry.get("rows", T + n_val + n_test))
+            file_bytes = sum(
+                int(files[v].get("bytes", 0))
+                for v in setting.values()
+                if isinstance(v, str) and v in files
+            )
+            data.append(DataSize(setting, sizes, read, file_bytes))
+        return cls(
+            feature_map=exp.feature_map,
+            evaluation=exp.evaluation,
+            budget=exp.budget,
+            limits=exp.limits,
+            repetitions=int(exp.repetitions),
+            engine=exp.engine,
+            data=tuple(data),
+            methods=tuple(
+                (name, tuple(grid.method_grid(name, params)))
+                for name, params in exp.methods.items()
+            ),
+        )
+
+    @property
+    def names(self) -> list[str]:
+        """The configured learners, in the config's order."""
+        return [name for name, _ in self.methods]
+
+    def sizes_of(self, setting: Mapping) -> tuple[int, int, int, int]:
+        """``(T, n_val, n_test, D)`` of one of the workload's dataset settings (a cell's
+        ``data``)."""
+        for d in self.data:
+            if d.setting == setting:
+                return d.sizes
+        raise KeyError(f"not a dataset setting of this config: {setting}")
 
 
 def _rows_knob(setting: dict, T: int, n_val: int, n_test: int) -> str:
@@ -160,18 +252,20 @@ def _rows_knob(setting: dict, T: int, n_val: int, n_test: int) -> str:
 # stages
 
 
-def _instance_stages(cfg, setting: dict, kernel_blocks: bool, regret: bool) -> list[Stage]:
-    """What building and keeping one instance of ``setting`` costs."""
-    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
-    T, n_val, n_test, D = setting_sizes(cfg, setting)
+def _instance_stages(
+    fmap_kind: str, data: DataSize, kernel_blocks: bool, regret: bool
+) -> list[Stage]:
+    """What building and keeping one instance of a dataset setting costs."""
+    fmap = FEATURE_MAPS[fmap_kind]
+    setting = data.setting
+    T, n_val, n_test, D = data.sizes
     rows = T + n_val + n_test
     shape = "dataset.D" if "D" in setting else "dataset.features"
     rows_knob = _rows_knob(setting, T, n_val, n_test)
     out = [Stage("dataset arrays", 8 * rows * (D + 1), f"{rows_knob} or {shape}", cached=True)]
-    used = _data_used(cfg, setting)
     read = 0
-    if used is not None:  # a table: every column of every row read, then the copies made
-        read = 8 * int(used.get("rows", rows)) * (D + 2) + 3 * _file_bytes(cfg, setting)
+    if data.read_rows is not None:  # a table: every column of every row read, then the copies
+        read = 8 * data.read_rows * (D + 2) + 3 * data.file_bytes
     if DATASETS[setting["kind"]].needs_kernel:  # labels k(X, X_support) c (the teacher)
         if fmap.has_kernel:
             read += fmap.kernel_copies * 8 * rows * int(setting.get("sparsity", T))
@@ -207,15 +301,9 @@ def _instance_stages(cfg, setting: dict, kernel_blocks: bool, regret: bool) -> l
     return out
 
 
-def _file_bytes(cfg, setting: dict) -> int:
-    """Bytes of the files a setting reads (their text is held while it is parsed)."""
-    files = cfg.get("inputs", {})
-    return sum(
-        int(files[v].get("bytes", 0)) for v in setting.values() if isinstance(v, str) and v in files
-    )
-
-
-def _estimate_stage(cfg, setting: dict, every: bool = False, m: int | None = None) -> Stage:
+def _estimate_stage(
+    work: Workload, data: DataSize, every: bool = False, m: int | None = None
+) -> Stage:
     """Algorithm-2 test estimates (``KernelExpansion.predict_estimated``): per chunk of
     ``rows = min(n, 2^20 // m_test)`` points the multinomial counts and their tiled indices
     (``2 rows T`` integers), and ``rows m_test`` pairs with their parameters and gathered
@@ -223,14 +311,14 @@ def _estimate_stage(cfg, setting: dict, every: bool = False, m: int | None = Non
     validation / test point (``every``: a map without a closed-form kernel, or
     ``evaluation.kernel: free``, evaluates kernel expansions only so); ``m`` the cell's
     ``m_test`` (the largest of ``m_test_sweep`` where larger)."""
-    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
-    T, n_val, n_test, D = setting_sizes(cfg, setting)
-    ev = cfg["evaluation"]
-    m = max([int(ev["m_test"]) if m is None else m, *ev.get("m_test_sweep", ())])
-    n = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
+    fmap = FEATURE_MAPS[work.feature_map.kind]
+    T, n_val, n_test, D = data.sizes
+    ev = work.evaluation
+    m = max([int(ev.m_test) if m is None else m, *ev.m_test_sweep])
+    n = ev.n_estimated(n_test)
     if every:
         n = max(n_val, n_test)
-    spec = cfg["feature_map"]
+    spec = work.feature_map.raw
     # a map with a hidden layer takes proportionally fewer pairs a chunk (predict_estimated)
     rows = min(max(1, n), max(1, ESTIMATE_CHUNK_PAIRS // fmap.hidden_width(spec) // m))
     pairs = rows * m
@@ -252,31 +340,31 @@ def _learner_knob(name: str, h: dict, args: dict) -> str:
     return f"dataset.T (or leave out methods.{name})"
 
 
-def estimates(cfg) -> list[CellEstimate]:
-    """One estimate per (dataset setting, learner setting, budget) of a resolved config."""
-    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
-    ev = cfg["evaluation"]
-    methods = cfg["methods"]
-    free = ev.get("kernel") == "free"  # no kernel block is formed
-    blocks = not free and any(LEARNERS[n].kernel_blocks for n in methods)
-    regret = ev["regret_B"] is not None and any(
-        LEARNERS[n].exact_online_loss is not None for n in methods
+def estimates(work: Workload) -> list[CellEstimate]:
+    """One estimate per (dataset setting, learner setting, budget) of a workload."""
+    fmap = FEATURE_MAPS[work.feature_map.kind]
+    ev = work.evaluation
+    names = work.names
+    free = ev.free  # no kernel block is formed
+    blocks = not free and any(LEARNERS[n].kernel_blocks for n in names)
+    regret = ev.regret_B is not None and any(
+        LEARNERS[n].exact_online_loss is not None for n in names
     )
-    settings = grid.dataset_settings(cfg)
-    instances = min(INSTANCE_CACHE, len(settings) * int(cfg["repetitions"]))
+    instances = min(INSTANCE_CACHE, len(work.data) * work.repetitions)
     out = []
-    for setting in settings:
-        T, n_val, n_test, D = setting_sizes(cfg, setting)
-        shared = _instance_stages(cfg, setting, blocks, regret)
-        w = fmap.param_floats(D, cfg["feature_map"])
-        for name, params in methods.items():
+    for data in work.data:
+        setting = data.setting
+        T, n_val, n_test, D = data.sizes
+        shared = _instance_stages(work.feature_map.kind, data, blocks, regret)
+        w = fmap.param_floats(D, work.feature_map.raw)
+        for name, settings in work.methods:
             spec = LEARNERS[name]
             own_blocks = spec.kernel_blocks
-            for h in grid.method_grid(name, params):
-                for k in grid.as_list(cfg["budget"]["dsgd_k"]):
+            for h in settings:
+                for k in work.budget.per_round:
                     size = None
                     if spec.takes_budget(h):
-                        matched = derive(cfg["budget"]["match"], k, T, n_val + n_test)
+                        matched = derive(work.budget.match, k, T, n_val + n_test)
                         size = setting_size(matched, name, h)
                     args = spec.fit_arguments(h, size, T)
                     if spec.budget is not None:
@@ -289,11 +377,11 @@ def estimates(cfg) -> list[CellEstimate]:
                             _learner_knob(name, h, args),
                         ),
                     ]
-                    m_test = m_test_value(ev["m_test"], T, args, h)
+                    m_test = m_test_value(ev.m_test, T, args, h)
                     every = free or not fmap.has_kernel
                     if own_blocks and (spec.estimated_test or every):
                         # Algorithm 2 at test time (every point without the kernel)
-                        stages.append(_estimate_stage(cfg, setting, every, m_test))
+                        stages.append(_estimate_stage(work, data, every, m_test))
                     elif not own_blocks:
                         copies = fmap.kernel_copies
                         stages.append(
@@ -308,10 +396,8 @@ def estimates(cfg) -> list[CellEstimate]:
                         if spec.budget is not None and size
                         else T * (T - 1) // 2
                     )
-                    secs = seconds(name, size, T, D, w, args, cfg["feature_map"]["kind"])
-                    secs += _eval_seconds(
-                        cfg, (T, n_val, n_test, D), w, spec, diag_n, m_test, every
-                    )
+                    secs = seconds(name, size, T, D, w, args, work.feature_map.kind)
+                    secs += _eval_seconds(ev, data.sizes, w, spec, diag_n, m_test, every)
                     out.append(
                         CellEstimate(
                             name,
@@ -373,7 +459,13 @@ def kernel_value_seconds(fmap_kind: str, D: int) -> float:
 
 
 def _eval_seconds(
-    cfg, sizes, w: int, spec, diag_n: int, m_test: int | None = None, every: bool = False
+    ev: EvaluationConfig,
+    sizes: tuple[int, int, int, int],
+    w: int,
+    spec,
+    diag_n: int,
+    m_test: int | None = None,
+    every: bool = False,
 ) -> float:
     """Rough seconds of a cell's own evaluation and regret: Algorithm-2 estimates (``2 m_test``
     evaluations a point, ``m_test`` the cell's: on the first ``n_test_estimated`` test and
@@ -383,9 +475,8 @@ def _eval_seconds(
     replay of the exact online predictions (``T^2``, or ``T p`` in the primal). What an
     instance computes once for its cells is :func:`instance_seconds`."""
     T, n_val, n_test, D = sizes
-    ev = cfg["evaluation"]
-    n_est = n_test if ev["n_test_estimated"] == "all" else min(int(ev["n_test_estimated"]), n_test)
-    m = int(ev["m_test"]) if m_test is None else m_test
+    n_est = ev.n_estimated(n_test)
+    m = int(ev.m_test) if m_test is None else m_test
     s = 0.0
     pairs = 0
     if spec.estimated_test:
@@ -393,25 +484,28 @@ def _eval_seconds(
     if spec.kernel_blocks:
         if every:
             pairs += 2 * m * (n_val + n_test)
-        pairs += sum(2 * int(ms) * n_est for ms in ev.get("m_test_sweep", ()))
+        pairs += sum(2 * int(ms) * n_est for ms in ev.m_test_sweep)
     s += SECONDS_PER_PAIR * pairs * (4 + w)
     if diag_n:
         s += 1e-9 * T * diag_n
     return s
 
 
-def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
+def instance_seconds(
+    feature_map: FeatureMapConfig, data: DataSize, blocks: bool, diag_n: int
+) -> float:
     """Rough seconds of what one instance computes once for its cells: the kernel blocks
     (``2 D`` flops a value and the map's elementwise passes) and the regret's comparator (an
     eigendecomposition of order ``diag_n``: :data:`EIGH_SECONDS_PER_N3`)."""
-    fmap = FEATURE_MAPS[cfg["feature_map"]["kind"]]
-    T, n_val, n_test, D = setting_sizes(cfg, setting)
+    fmap = FEATURE_MAPS[feature_map.kind]
+    setting = data.setting
+    T, n_val, n_test, D = data.sizes
     s = 0.0
     if blocks and fmap.has_kernel:
         s += (n_val + n_test) * T * kernel_value_seconds(fmap.name, D)
     if DATASETS[setting["kind"]].needs_kernel and not fmap.has_kernel:
         # a Monte-Carlo kernel in the labels (the teacher): every point by every draw
-        spec = cfg["feature_map"]
+        spec = feature_map.raw
         draws = int(setting.get("kernel_samples", 0))
         per = fmap.param_floats(D, spec) * SECONDS_PER_GEMM_FLOP * 2
         per += fmap.hidden_width(spec) * SECONDS_PER_HIDDEN_VALUE
@@ -423,12 +517,12 @@ def instance_seconds(cfg, setting: dict, blocks: bool, diag_n: int) -> float:
 # the check
 
 
-def largest_cell(cfg, est: list[CellEstimate] | None = None) -> dict:
+def largest_cell(work: Workload, est: list[CellEstimate] | None = None) -> dict:
     """The largest cell's estimates: ``memory`` (bytes of one worker running it), its training
     ``evaluations``, ``diagnostics_n`` (the order of the largest matrix the regret decomposes,
     0: none) and the ``estimate`` itself (``None`` for a config without cells). ``est``:
-    :func:`estimates` of ``cfg`` when already made (here and below)."""
-    est = estimates(cfg) if est is None else est
+    :func:`estimates` of ``work`` when already made (here and below)."""
+    est = estimates(work) if est is None else est
     if not est:
         return {"memory": 0, "evaluations": 0, "diagnostics_n": 0, "estimate": None}
     worst = max(est, key=lambda e: e.worker)
@@ -440,12 +534,12 @@ def largest_cell(cfg, est: list[CellEstimate] | None = None) -> dict:
     }
 
 
-def cap_gb(cfg) -> float:
+def cap_gb(limits: LimitsConfig) -> float:
     """``limits.max_memory_gb``, or 80% of this machine's memory."""
-    return cfg["limits"]["max_memory_gb"] or 0.8 * machine_memory_gb()
+    return limits.max_memory_gb or 0.8 * machine_memory_gb()
 
 
-def _each_cell(cells: list, est: list[CellEstimate]) -> list[CellEstimate]:
+def _each_cell(cells: Sequence, est: list[CellEstimate]) -> list[CellEstimate]:
     """The estimate of each of ``cells``, in order: the one of the same dataset setting and
     hyperparameters (compared as JSON), learner and budget. The cells of a grid share their
     setting and hyperparameter mappings (:func:`ilnrun.config.grid.cells`), so each mapping is
@@ -463,20 +557,19 @@ def _each_cell(cells: list, est: list[CellEstimate]) -> list[CellEstimate]:
 
 
 def cell_estimates(
-    cfg, cells: list | None = None, est: list[CellEstimate] | None = None
+    work: Workload, cells: Sequence, est: list[CellEstimate] | None = None
 ) -> dict[str, CellEstimate]:
-    """Each cell's estimate (by cell id)."""
-    cells = grid.cells(cfg) if cells is None else cells
-    each = _each_cell(cells, estimates(cfg) if est is None else est)
+    """Each cell's estimate (by cell id; ``cells``: the config's, :func:`ilnrun.config.cells`)."""
+    each = _each_cell(cells, estimates(work) if est is None else est)
     return {c.id: e for c, e in zip(cells, each, strict=True)}
 
 
 def cell_bytes(
-    cfg, cells: list | None = None, est: list[CellEstimate] | None = None
+    work: Workload, cells: Sequence, est: list[CellEstimate] | None = None
 ) -> dict[str, int]:
     """Bytes of the process running each cell (by cell id): its estimate's
     :attr:`CellEstimate.worker`."""
-    return {i: e.worker for i, e in cell_estimates(cfg, cells, est).items()}
+    return {i: e.worker for i, e in cell_estimates(work, cells, est).items()}
 
 
 @dataclass(frozen=True)
@@ -503,18 +596,17 @@ class Schedule:
 
 
 def schedule(
-    cfg, jobs: int = 1, cells: list | None = None, est: list[CellEstimate] | None = None
+    work: Workload, jobs: int, cells: Sequence, est: list[CellEstimate] | None = None
 ) -> Schedule:
-    """The :class:`Schedule` of ``cells`` (default: all of ``cfg``'s) for ``jobs`` workers, capped
-    to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one at a
-    time (none at ``jobs`` = 1)."""
-    cells = grid.cells(cfg) if cells is None else cells
+    """The :class:`Schedule` of ``cells`` (the config's, or some of them) for ``jobs`` workers,
+    capped to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one
+    at a time (none at ``jobs`` = 1)."""
     jobs = max(1, min(int(jobs), len(cells)))
     if jobs == 1:  # no cell runs alone: the largest cell's process is all (no cell ids needed)
-        each = _each_cell(cells, estimates(cfg) if est is None else est) if cells else []
+        each = _each_cell(cells, estimates(work) if est is None else est) if cells else []
         return Schedule(1, frozenset(), 0, max((e.worker for e in each), default=0))
-    sizes = cell_bytes(cfg, cells, est)
-    cap = cap_gb(cfg) * GiB
+    sizes = cell_bytes(work, cells, est)
+    cap = cap_gb(work.limits) * GiB
     alone = frozenset(i for i, w in sizes.items() if jobs > 1 and total_bytes(w, jobs) > cap)
     return Schedule(
         jobs,
@@ -525,10 +617,10 @@ def schedule(
 
 
 def check(
-    cfg,
+    work: Workload,
     problems: list,
     jobs: int = 1,
-    cells: list | None = None,
+    cells: Sequence = (),
     est: list[CellEstimate] | None = None,
 ) -> Schedule | None:
     """Refuse what cannot run here: the regret's kernel-matrix route past its limit, or a run
@@ -537,7 +629,7 @@ def check(
     ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names the
     stage that dominates the largest cell and the key that shrinks it (``--jobs`` when the
     largest cell fits alone). Returns the schedule (``None`` when refused or without cells)."""
-    largest = largest_cell(cfg, est)
+    largest = largest_cell(work, est)
     worst = largest["estimate"]
     if worst is None:
         return None
@@ -548,14 +640,14 @@ def check(
                 "evaluation.regret_B",
                 f"the regret needs the {n:,} x {n:,} training kernel and its O(T^3) "
                 f"eigendecomposition, beyond the limit T = {KERNEL_DIAGNOSTICS_MAX_T:,} of the "
-                f"kernel-matrix diagnostics (feature map {cfg['feature_map']['kind']!r} has no "
+                f"kernel-matrix diagnostics (feature map {work.feature_map.kind!r} has no "
                 "finite primal of smaller dimension); lower T or set evaluation.regret_B to null",
             )
         )
         return None
-    cap = cap_gb(cfg)
+    cap = cap_gb(work.limits)
     one = total_bytes(worst.worker, 1) / GiB
-    sched = schedule(cfg, jobs, cells, est) if jobs > 1 and one <= cap else schedule(cfg, 1, [])
+    sched = schedule(work, jobs, cells, est) if jobs > 1 and one <= cap else schedule(work, 1, [])
     gb = max(one, sched.peak / GiB)
     if gb <= cap and math.isfinite(gb):
         return sched
@@ -584,39 +676,46 @@ def check(
     return None
 
 
-def workers(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> int:
-    """The processes that hold a cell at once for ``--jobs jobs``: one for the jax engine (its
-    batches run in-process) and for a remote dask scheduler (its workers are elsewhere), else
-    ``jobs`` capped to this machine's CPUs (:func:`check` caps them to the cells)."""
-    if cfg.get("engine") == "jax" or (backend == "dask" and scheduler):
+def workers(engine: str, jobs: int, backend: str = "loky", scheduler: str | None = None) -> int:
+    """The processes that hold a cell at once for ``--jobs jobs``: one for the jax ``engine``
+    (its batches run in-process) and for a remote dask scheduler (its workers are elsewhere),
+    else ``jobs`` capped to this machine's CPUs (:func:`check` caps them to the cells)."""
+    if engine == "jax" or (backend == "dask" and scheduler):
         return 1
     return max(1, min(int(jobs), usable_cpus()))
 
 
-def check_run(cfg, jobs: int, backend: str = "loky", scheduler: str | None = None) -> Schedule:
+def check_run(
+    work: Workload,
+    cells: Callable[[], Sequence],
+    jobs: int,
+    backend: str = "loky",
+    scheduler: str | None = None,
+) -> Schedule:
     """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the
     cells; one process for the jax engine, whose batches run in-process, and for a remote dask
     scheduler, whose workers are elsewhere); raises :class:`~ilnrun.params.ConfigError`.
+    ``cells`` makes the config's cells (only when several workers are checked).
     Returns the :class:`Schedule` (its ``one_at_a_time``: the cells to run one at a time)."""
-    from ..params import ConfigError
+    from .params import ConfigError
 
-    jobs = workers(cfg, jobs, backend, scheduler)
+    jobs = workers(work.engine, jobs, backend, scheduler)
     if jobs == 1:
         return Schedule(1, frozenset(), 0, 0)  # checked when the config was resolved
     problems: list = []
-    sched = check(cfg, problems, jobs=jobs, cells=grid.cells(cfg))
+    sched = check(work, problems, jobs=jobs, cells=cells())
     if problems:
         raise ConfigError(problems)
     return sched if sched is not None else Schedule(jobs, frozenset(), 0, 0)
 
 
-def one_at_a_time_note(cfg, sched: Schedule) -> str:
+def one_at_a_time_note(limits: LimitsConfig, sched: Schedule) -> str:
     """The line that says which cells run one at a time (``sched``, :func:`check_run`'s), and
     why."""
     return (
         f"note: {len(sched.one_at_a_time)} cell(s) estimated at up to "
         f"~{sched.alone / GiB:,.3g} GiB each run one at a time in this process before the others "
-        f"({sched.jobs} of them at once would exceed {cap_gb(cfg):,.3g} GiB, "
+        f"({sched.jobs} of them at once would exceed {cap_gb(limits):,.3g} GiB, "
         f"limits.max_memory_gb); the other cells run {sched.jobs} at once"
     )
 
@@ -629,12 +728,12 @@ def duration(s: float) -> str:
 
 
 def summary_lines(
-    cfg, jobs: int = 1, cells: list | None = None, est: list[CellEstimate] | None = None
+    work: Workload, jobs: int, cells: Sequence, est: list[CellEstimate] | None = None
 ) -> list[str]:
     """``ilnrun validate``'s lines: each learner's estimated time and memory per cell (its
     largest cell), the largest cell, the memory of ``jobs`` workers and the time of all cells.
-    ``cells``, ``est``: all of ``cfg``'s cells and their :func:`estimates`, when already made."""
-    est = estimates(cfg) if est is None else est
+    ``cells``: all of the config's cells; ``est``: the :func:`estimates`, when already made."""
+    est = estimates(work) if est is None else est
     if not est:
         return []
     lines = [
@@ -642,7 +741,7 @@ def summary_lines(
         "core, within a factor of a few; memory: the process running it, cached instances "
         "included):"
     ]
-    for name in cfg["methods"]:
+    for name in work.names:
         mine = [e for e in est if e.method == name]
         m = max(mine, key=lambda e: e.worker)
         t = max(mine, key=lambda e: e.seconds)
@@ -651,23 +750,25 @@ def summary_lines(
             f"  {name}: ~{duration(t.seconds)} (T={t.sizes[0]:,}), ~{m.worker / 2**20:,.0f} MiB "
             f"(most: {top.what}, ~{top.bytes / 2**20:,.0f} MiB)"
         )
-    largest = largest_cell(cfg, est)
-    n_cells = int(cfg["repetitions"]) * len(est)
-    blocks = any(LEARNERS[n].kernel_blocks for n in cfg["methods"])
+    largest = largest_cell(work, est)
+    n_cells = work.repetitions * len(est)
+    blocks = any(LEARNERS[n].kernel_blocks for n in work.names)
     once = sum(
         instance_seconds(
-            cfg, s, blocks, max((e.diagnostics_n for e in est if e.setting == s), default=0)
+            work.feature_map,
+            d,
+            blocks,
+            max((e.diagnostics_n for e in est if e.setting == d.setting), default=0),
         )
-        for s in grid.dataset_settings(cfg)
+        for d in work.data
     )
-    cpu = int(cfg["repetitions"]) * (sum(e.seconds for e in est) + once)
-    cells = grid.cells(cfg) if cells is None else cells
-    sched = schedule(cfg, jobs, cells, est)
+    cpu = work.repetitions * (sum(e.seconds for e in est) + once)
+    sched = schedule(work, jobs, cells, est)
     # the cells run one at a time add their whole time; the others share the jobs workers
     alone = (
         sum(
             e.seconds
-            for i, e in cell_estimates(cfg, cells, est).items()
+            for i, e in cell_estimates(work, cells, est).items()
             if i in sched.one_at_a_time
         )
         if sched.one_at_a_time
@@ -677,8 +778,8 @@ def summary_lines(
     lines.append(
         f"cells: {len(cells)}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
         f"{largest['evaluations']:,} training evaluations; with --jobs {jobs}: "
-        f"~{max(sched.peak, largest['memory']) / GiB:,.3g} GiB of the {cap_gb(cfg):,.3g} GiB "
-        f"allowed (limits.max_memory_gb)"
+        f"~{max(sched.peak, largest['memory']) / GiB:,.3g} GiB of the "
+        f"{cap_gb(work.limits):,.3g} GiB allowed (limits.max_memory_gb)"
         + (
             f", {len(sched.one_at_a_time)} cell(s) of up to ~{sched.alone / GiB:,.3g} GiB run "
             f"one at a time ({jobs} at once would not fit)"
