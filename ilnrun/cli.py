@@ -32,6 +32,7 @@ if _is_command():  # first thing, before click (not for callers of main(): a tes
         signal.signal(_sig, _stopped_early)
 
 import shlex  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
@@ -544,31 +545,32 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
                 if own != b.size(name):
                     shown = ", ".join(f"{p}={v}" for p, v in c.hyper.items() if v is not None)
                     click.echo(f"#     {name}={own} ({c.method}: {shown})")
-    for name, params in cfg["methods"].items():
+    for name, params in cfg.methods.items():
         notes = LEARNERS[name].notes
         if notes is not None:
             for line in notes(C.method_grid(name, params), Ts):
                 click.echo(f"# {line}")
-    for line in _numpy_fallbacks(cfg, Ts):
+    for line in _numpy_fallbacks(cfg.methods, cfg.engine, Ts):
         click.echo(f"# {line}")
     for line in cost.summary_lines(work, jobs, cells, est):
         click.echo(f"# {line}")
 
 
-def _numpy_fallbacks(cfg: dict, Ts: list[int]) -> list[str]:
+def _numpy_fallbacks(methods: Mapping, engine: str, Ts: list[int]) -> list[str]:
     """``ilnrun validate``'s notes of the settings that run as numpy code because a learner's
     compiled pass does not implement them (its declaration, ``LearnerSpec.implements
     ["compiled"]``; ilnrun.learners.implements), where its numpy ``fit`` runs: on the numpy
-    engine, and on the jax engine for a learner without a jax pass."""
+    ``engine``, and on the jax engine for a learner without a jax pass. ``methods``: the
+    configured learners and their parameters."""
     from . import config as C
     from .learners import LEARNERS
     from .learners.implements import refusal
 
     out = []
-    for name, params in cfg["methods"].items():
+    for name, params in methods.items():
         spec = LEARNERS[name]
         declared = spec.implements.get("compiled")
-        if declared is None or (cfg.get("engine") == "jax" and "jax" in spec.engines):
+        if declared is None or (engine == "jax" and "jax" in spec.engines):
             continue  # no compiled pass (numpy code always), or its jax pass runs
         settings = C.method_grid(name, params)
         for key, values in spec.not_implemented("compiled", settings, Ts).items():

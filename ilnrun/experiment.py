@@ -75,9 +75,9 @@ KNOWN_NAMES = frozenset(
 )
 
 
-def dataset_keys(cfg: dict) -> list[str]:
+def dataset_keys(dataset: C.DatasetConfig) -> list[str]:
     """The dataset parameters that identify a dataset setting (columns of the tables)."""
-    return [k for k in cfg["dataset"] if k != "kind"]
+    return [k for k in dataset.raw if k != "kind"]
 
 
 class RunDirError(Exception):
@@ -117,10 +117,10 @@ def _short(v: object, width: int = 60) -> str:
     return bounded_repr(v, width)
 
 
-def _numbers_part(cfg: dict) -> dict:
-    """The config without its free-text ``description``, ``evaluation.select_on`` and each
-    learner's ``edges_ok`` (which change no number: a resume under another ``select_on`` only
-    selects again); the default
+def _numbers_part(cfg: Mapping) -> dict:
+    """The config (a resolved config's dict form, stored or new) without its free-text
+    ``description``, ``evaluation.select_on`` and each learner's ``edges_ok`` (which change no
+    number: a resume under another ``select_on`` only selects again); the default
     ``engine: numpy`` is left out, so results written before the key existed still resume."""
     out = {
         k: v
@@ -178,7 +178,7 @@ def read_config(out: Path) -> dict:
     return old
 
 
-def prepare_dir(out: Path, cfg: dict, fresh: bool, extend: bool = False) -> dict | None:
+def prepare_dir(out: Path, cfg: C.Experiment, fresh: bool, extend: bool = False) -> dict | None:
     """Check the (existing) directory ``out``, claim it or clear it (``fresh``); return the
     stored config when resuming earlier work (``None`` otherwise). With ``extend`` a directory
     of another config is resumed too (a note names the changes): its finished cells whose
@@ -287,7 +287,7 @@ def clear_owned(out: Path, owned: Written) -> None:
         )
 
 
-def check_same_data(out: Path, old: dict, cfg: dict) -> None:
+def check_same_data(out: Path, old: Mapping, cfg: Mapping) -> None:
     """Refuse to resume ``out`` (exit status 2), with or without ``--extend``, when data read
     under the same name — a data file's path, a table read by name (plotnine, openml,
     diabetes) — changed content since its results were written: every kept cell would carry
@@ -303,9 +303,10 @@ def check_same_data(out: Path, old: dict, cfg: dict) -> None:
         )
 
 
-def config_changes(old: dict, cfg: dict) -> str:
-    """The differences that decide numbers between a stored config and ``cfg``, a line each
-    (empty when a resume needs no ``--extend``)."""
+def config_changes(old: Mapping, cfg: Mapping) -> str:
+    """The differences that decide numbers between a stored config and ``cfg`` (resolved configs'
+    dict forms: a resume compares the whole config), a line each (empty when a resume needs no
+    ``--extend``)."""
     old, cfg = resume_views(_numbers_part(old), _numbers_part(cfg))
     cfg = C.grid.without_new_defaults(old, cfg)  # parameters added since, at their key_omit
     if by_content(old) == by_content(cfg):  # a data file moved with the same bytes resumes
@@ -313,7 +314,7 @@ def config_changes(old: dict, cfg: dict) -> str:
     return "\n".join(config_diff(old, cfg)) or "  (the resolved configs differ)"
 
 
-def _check_same_config(out: Path, old: dict, cfg: dict, hint: str) -> None:
+def _check_same_config(out: Path, old: Mapping, cfg: Mapping, hint: str) -> None:
     diff = config_changes(old, cfg)
     if diff:
         try:
@@ -436,7 +437,15 @@ def fill_added_settings(done: dict[str, dict], cells: list[C.Cell]) -> None:
 
 
 def _run_locked(
-    cfg, out, jobs, backend, fresh, quiet, config_path, extend=False, one_at_a_time=frozenset()
+    cfg: C.Experiment,
+    out: Path,
+    jobs: int,
+    backend: str,
+    fresh: bool,
+    quiet: bool,
+    config_path: str | None,
+    extend: bool = False,
+    one_at_a_time: frozenset[str] = frozenset(),
 ) -> dict:
     stored = prepare_dir(out, cfg, fresh, extend)
     resumed = stored is not None
@@ -505,7 +514,7 @@ def _run_locked(
     write_atomic(meta_path, json.dumps(meta, indent=2))
     if not quiet:
         print(
-            f"{cfg['name']}: {len(all_cells)} cells, {len(done)} already done"
+            f"{cfg.name}: {len(all_cells)} cells, {len(done)} already done"
             f"{' (resuming)' if resumed else ''}, writing to {out}",
             file=sys.stderr,
         )
@@ -525,7 +534,7 @@ def _run_locked(
             check_stop()
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)
             runs, summary, curves = build_tables(
-                list(done.values()), order, dataset_keys(cfg), modes
+                list(done.values()), order, dataset_keys(cfg.dataset), modes
             )
             write_tables(out, runs, summary, curves)
             log.vouch()  # the log's content now, for --fresh and the next resume

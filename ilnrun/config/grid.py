@@ -144,13 +144,13 @@ def _is_axis(kind: str, key: str, value: Any) -> bool:
     return isinstance(value, list) and types.get(key) not in ONE_VALUE_LISTS
 
 
-def axes(cfg: dict) -> list[str]:
+def axes(cfg: Mapping) -> list[str]:
     """Names of the dataset keys that vary (lists) — the experiment's dataset axes."""
     ds = cfg["dataset"]
     return [k for k, v in ds.items() if k != "kind" and _is_axis(ds["kind"], k, v)]
 
 
-def dataset_settings(cfg: dict) -> list[dict]:
+def dataset_settings(cfg: Mapping) -> list[dict]:
     """Every combination of the dataset axes, each a mapping of scalars (kind + params)."""
     ds = cfg["dataset"]
     keys = list(ds)
@@ -158,7 +158,7 @@ def dataset_settings(cfg: dict) -> list[dict]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def data_identity(cfg: dict, setting: dict) -> dict | None:
+def data_identity(cfg: Mapping, setting: dict) -> dict | None:
     """The setting as identified in cell keys: a file path replaced by its content digest
     (``None`` when the setting names no file, so today's keys are unchanged). Parameters equal
     to a frozen ``key_omit`` are left out."""

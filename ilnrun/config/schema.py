@@ -112,7 +112,7 @@ ENGINE = Param(
 )
 
 
-def engine_of(cfg) -> str:
+def engine_of(cfg: Mapping) -> str:
     """The engine of a resolved config (``numpy`` when it names none)."""
     return cfg.get("engine", DEFAULT_ENGINE)
 

@@ -3,6 +3,7 @@ paper is silent — the dataset's, the feature map's and the learners' own sente
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import product
 
 from ...budget import derive
@@ -137,7 +138,7 @@ def applies(choice: str, ds: dict) -> bool:
     return not (choice.startswith(NOISE_CHOICE) and not any(as_list(noise)))
 
 
-def _scored_points(cfg, T) -> int:
+def _scored_points(cfg: Mapping, T: int) -> int:
     """Validation + test points of the first dataset setting with ``T`` rounds (what the
     ``total`` budget convention counts; 0 when none is found)."""
     from ... import cost
