@@ -50,7 +50,7 @@ from .datasets import Dataset, build_dataset
 from .features import FeatureMap, build_feature_map
 from .learners import LEARNERS, hyper_columns, load_native, size_columns
 from .learners.base import FitResult, KernelExpansion, LearnerSpec, new_counters
-from .losses import DEFAULT_LOSS, LOSSES, LossSpec, error_rate
+from .losses import DEFAULT_LOSS, LOSSES, LossSpec, error_rate, majority_class
 from .theory import TrainKernel, primal_evaluation, primal_predictions
 
 # numba and scipy's BLAS, which the passes call: loaded now, before an engine pins the native
@@ -504,16 +504,24 @@ def reference_losses(
     For another loss (docs/protocol.md §12): ``test_loss_zero`` its mean at 0,
     ``test_loss_const`` at its best constant (``LossSpec.best_constant`` of the training labels:
     the log-odds for the logistic loss, the majority sign for the hinge, ...), its subset, and
-    ``test_nmse_const`` NaN. With ``error``: ``test_error_const``, the misclassification rate of
-    that constant's sign (the zero predictor's is 1).
+    ``test_nmse_const`` NaN. With ``error``, whatever the loss: ``test_error_const``, the
+    misclassification rate of the majority class of the training labels predicted everywhere
+    (:func:`majority_error`; the sign of every loss's best constant but on a tie).
     """
     if loss is not None and loss.name != DEFAULT_LOSS:
         return _reference_losses(data, n_estimated, loss, error)
     out = _square_references(data, n_estimated)
     if error:
-        c = LOSSES[DEFAULT_LOSS].best_constant(data.y_train)
-        out["test_error_const"] = error_rate(np.full_like(data.y_test, c), data.y_test)
+        out["test_error_const"] = majority_error(data)
     return out
+
+
+def majority_error(data: Dataset) -> float:
+    """``test_error_const``: the test error rate of the majority class of the training labels
+    predicted everywhere (:func:`~ilnrun.losses.base.majority_class`; ``+1`` on a tie), the
+    classification yardstick of every loss (docs/protocol.md §8, §12)."""
+    c = majority_class(data.y_train)
+    return error_rate(np.full_like(data.y_test, c), data.y_test)
 
 
 def _reference_losses(data: Dataset, n_estimated: int | None, loss: LossSpec, error: bool) -> dict:
@@ -528,7 +536,7 @@ def _reference_losses(data: Dataset, n_estimated: int | None, loss: LossSpec, er
     if n_estimated is not None:
         out["test_loss_const_subset"] = loss.risk(const[:n_estimated], y[:n_estimated])
     if error:
-        out["test_error_const"] = error_rate(const, y)
+        out["test_error_const"] = majority_error(data)
     return out
 
 

@@ -22,12 +22,16 @@
   ``m_test``, with the exact test NMSE and the mean predictor as lines.
 
 Test-loss panels are in NMSE (results written before ``test_nmse`` existed: in test loss, with
-the mean predictor's loss as the yardstick); every y axis is logarithmic when the drawn values
-span more than a factor of 20 (:func:`ilnrun.plotkit.use_log`). The x axis is the first
-``dataset`` key (config order) with more than one value in ``summary.csv``; failing that
-``dsgd_k``; failing that a single categorical point. Dataset keys other than the x axis that
-also vary split the panels further. Figures are built on :class:`matplotlib.figure.Figure`
-directly, so no pyplot or global backend state is touched.
+the mean predictor's loss as the yardstick); in a classification run (±1 labels, rows with a
+``test_error``) ``figure1``, ``budget_sweep`` and ``frontier`` are in test error rate instead,
+whatever loss each learner learns with, with the majority class of the training labels
+(``test_error_const``) as the labelled grey dash-dotted line (docs/protocol.md §8.3); every
+y axis is logarithmic when the drawn values span more than a factor of 20
+(:func:`ilnrun.plotkit.use_log`). The x axis is the first ``dataset`` key (config order) with
+more than one value in ``summary.csv``; failing that ``dsgd_k``; failing that a single
+categorical point. Dataset keys other than the x axis that also vary split the panels further.
+Figures are built on :class:`matplotlib.figure.Figure` directly, so no pyplot or global backend
+state is touched.
 """
 
 from __future__ import annotations
@@ -80,6 +84,11 @@ TEST_LOSS = "test loss ½(f(x)−y)² (mean, 95% CI)"  # results without test_nm
 # of the formats saved (PDF/SVG bytes would differ between calls)
 TEST_NMSE = "test NMSE (mean, 95% CI)"  # NMSE = 1 is labelled in the legend
 NMSE_DEF = "test NMSE = mean (f(x)−y)² / var(y_test)"
+# a classification run's panels (±1 labels)
+TEST_ERROR = "test error rate, fraction misclassified (mean, 95% CI)"
+ERROR_DEF = "test error rate = mean [sign f(x) ≠ y]"
+MAJORITY_LABEL = "majority class (of the training labels, predicted everywhere)"
+WHAT = {"test_nmse": NMSE_DEF, "test_loss": "test loss", "test_error": ERROR_DEF}
 ONLINE = "running mean online loss"
 SAVE_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
 MAX_COLS = 3
@@ -155,13 +164,19 @@ class _Data:
         self.cfg = cfg
         keys = [k for k in cfg.get("dataset", {}) if k != "kind" and k in summary.columns]
         summary = summary[summary["n"].fillna(0) > 0].reset_index(drop=True)
-        # the test-loss panels' metric: NMSE (1 = the mean predictor); older results: the loss
+        # the test-loss panels' metric: NMSE (1 = the mean predictor); older results: the loss;
+        # a classification run (±1 labels: a test error rate): the test error rate, whatever
+        # loss each learner learns with (one unit for all; the majority class its yardstick)
         nmse = "test_nmse_mean" in summary
-        self.metric = "test_nmse" if nmse else "test_loss"
-        self.estimated = f"{self.metric}_estimated" if nmse else "test_loss_estimated"
+        self.classifies = "test_error_mean" in summary and bool(
+            summary["test_error_mean"].notna().any()
+        )
+        self.metric = "test_error" if self.classifies else "test_nmse" if nmse else "test_loss"
+        self.estimated = f"{self.metric}_estimated"  # (no test_error_estimated is written)
         # with one repetition no interval is drawn, and no label promises one (as the report)
         self.one_repetition = summary.empty or summary["n"].max() < 2
-        self.ylabel = self.interval_text(TEST_NMSE if nmse else TEST_LOSS)
+        label = TEST_ERROR if self.classifies else TEST_NMSE if nmse else TEST_LOSS
+        self.ylabel = self.interval_text(label)
         for col in (f"{self.metric}_mean", f"{self.metric}_ci95"):  # absent: nothing selected
             if col not in summary:
                 summary[col] = np.nan
@@ -343,7 +358,7 @@ def _figure1(data: _Data) -> Figure:
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
+    what = WHAT[data.metric]
     _finish(fig, axes, data.header(f"{what} vs {data.xlabel()}"))
     return fig
 
@@ -380,7 +395,7 @@ def _yardstick_vs_x(
 ) -> None:
     """The mean predictor: NMSE = 1 on NMSE panels; else the best constant predictor's test
     loss (data only: one value per x), a grey dash-dotted line."""
-    col = "test_loss_const_mean"
+    col = "test_error_const_mean" if data.classifies else "test_loss_const_mean"
     if data.metric == "test_nmse" or data.x is None or data.x == "dsgd_k":
         _yardstick_level(ax, data, rows)
         return
@@ -388,14 +403,18 @@ def _yardstick_vs_x(
         return
     per_x = rows.dropna(subset=[col]).groupby(data.x)[col].first()
     x = np.array([pos[xs.index(v)] for v in per_x.index if v in xs])
-    ax.plot(
-        x, per_x.to_numpy(), color="grey", linestyle="-.", linewidth=1.3, label=MEAN_STYLE["label"]
-    )
+    label = MAJORITY_LABEL if data.classifies else MEAN_STYLE["label"]
+    ax.plot(x, per_x.to_numpy(), color="grey", linestyle="-.", linewidth=1.3, label=label)
 
 
 def _yardstick_level(ax: Axes, data: _Data, rows: pd.DataFrame) -> None:
-    """The mean predictor as one level: NMSE = 1, or the best constant's test loss."""
-    if data.metric == "test_nmse":
+    """The mean predictor as one level: NMSE = 1, or the best constant's test loss; in a
+    classification run the majority class's test error rate."""
+    if data.classifies:
+        if "test_error_const_mean" in rows and rows["test_error_const_mean"].notna().any():
+            v = rows["test_error_const_mean"].dropna().iloc[0]
+            ax.axhline(v, color="grey", linestyle="-.", linewidth=1.3, label=MAJORITY_LABEL)
+    elif data.metric == "test_nmse":
         nmse_one(ax)
     elif "test_loss_const_mean" in rows and rows["test_loss_const_mean"].notna().any():
         v = rows["test_loss_const_mean"].dropna().iloc[0]
@@ -405,7 +424,9 @@ def _yardstick_level(ax: Axes, data: _Data, rows: pd.DataFrame) -> None:
 def _drawn(data: _Data, s: pd.DataFrame) -> np.ndarray:
     """Every value a test-loss panel draws (learners, Algorithm-2 estimates, the yardstick):
     the range that decides the log scale."""
-    const = ["test_loss_const_mean"] if data.metric == "test_loss" else []
+    const = {"test_loss": ["test_loss_const_mean"], "test_error": ["test_error_const_mean"]}.get(
+        data.metric, []
+    )
     cols = [c for c in (f"{data.metric}_mean", f"{data.estimated}_mean", *const) if c in s]
     values = s[cols].to_numpy(dtype=float).ravel()
     return np.append(values, 1.0) if data.metric == "test_nmse" else values
@@ -604,7 +625,7 @@ def _budget_sweep(data: _Data) -> Figure:
         ax.grid(alpha=0.3)
         if not drawn:
             _empty(ax)
-    what = NMSE_DEF if data.metric == "test_nmse" else "test loss"
+    what = WHAT[data.metric]
     _finish(fig, axes, data.header(f"{what} vs budget ({unit} per training pass)"))
     return fig
 
@@ -649,6 +670,7 @@ COST_DEF = (
     "total evaluations per cell (ψ-evaluations of training, validation and test + closed-form "
     "kernel values) against test NMSE of the selected setting"
 )
+COST_DEF_ERROR = COST_DEF.replace("test NMSE", "test error rate")
 SWEEP = re.compile(r"^test_nmse_estimated_m(\d+)$")
 
 
@@ -732,7 +754,8 @@ def _free_cost(rows: pd.DataFrame) -> pd.Series:
 def frontier_points(data: _Data, runs: pd.DataFrame) -> list[dict[str, Any]]:
     """Every point of ``frontier``: per panel setting (:func:`_panel_settings`), learner and
     budget, the selected setting's mean total evaluations ``evals_total + kernel_evals_total``
-    and mean test NMSE with its 95% interval; ``kernel``: whether the scored predictor used
+    and mean test NMSE (a classification run: test error rate) with its 95% interval;
+    ``kernel``: whether the scored predictor used
     closed-form kernel values. In an exact run a kernel-expansion learner (Shrinking Gradient)
     adds its kernel-free point: its setting selected on ``val_loss_estimated``
     (``selected_estimated``), ``test_nmse_estimated`` at ``train_evals + test_evals_free ·
@@ -752,13 +775,13 @@ def frontier_points(data: _Data, runs: pd.DataFrame) -> list[dict[str, Any]]:
                 where = dict(panel=panel, method=method, k=k)
                 kernel = bool((sel["kernel_evals_total"].fillna(0) > 0).any())
                 cost = sel["evals_total"] + sel["kernel_evals_total"]
-                out.append(_point(where, sel, cost, "test_nmse", kernel, free_point=False))
-                if not kernel or "test_evals_free" not in sel or "test_nmse_estimated" not in sel:
+                out.append(_point(where, sel, cost, data.metric, kernel, free_point=False))
+                if not kernel or "test_evals_free" not in sel or data.estimated not in sel:
                     continue
                 est = h[h["selected_estimated"].astype(bool)] if "selected_estimated" in h else sel
                 if est["test_evals_free"].notna().any():
                     cost = _free_cost(est)
-                    out.append(_point(where, est, cost, "test_nmse_estimated", False, True))
+                    out.append(_point(where, est, cost, data.estimated, False, True))
     return [p for p in out if math.isfinite(p["x"]) and math.isfinite(p["y"]) and p["x"] > 0]
 
 
@@ -768,14 +791,20 @@ def _frontier(data: _Data, runs: pd.DataFrame) -> Figure:
     settings = _panel_settings(data, runs[runs["method"].isin(data.style)])
     points = pd.DataFrame(frontier_points(data, runs))
     fig, axes = _grid(len(settings), MAX_COLS)
-    log = len(points) > 0 and _use_log(np.append(points["y"].to_numpy(), 1.0))
+    levels = _majority_levels(data, runs, settings) if data.classifies else [1.0] * len(settings)
+    log = len(points) > 0 and _use_log(np.append(points["y"].to_numpy(), levels))
     for panel, (ax, where) in enumerate(zip(axes, settings, strict=True)):
         p = points[points["panel"] == panel] if len(points) else points
         for (method, free_point), g in (
             p.groupby(["method", "free_point"], sort=False) if len(p) else []
         ):
             _frontier_curve(ax, data, method, bool(free_point), g.sort_values("x"), log)
-        if len(p):
+        if len(p) and data.classifies:
+            if math.isfinite(levels[panel]):
+                ax.axhline(
+                    levels[panel], color="grey", linestyle="-.", linewidth=1.3, label=MAJORITY_LABEL
+                )
+        elif len(p):
             nmse_one(ax)
         ax.set_xscale("log")
         # labels at 1, 2 and 5 of each decade (matplotlib's own minor labels run into each
@@ -786,14 +815,27 @@ def _frontier(data: _Data, runs: pd.DataFrame) -> Figure:
         yscale(ax, log)
         ax.set_title(_facet_text(where) or data.name, fontsize=9.5)
         ax.set_xlabel(COST_AXIS)
-        ax.set_ylabel(data.interval_text(TEST_NMSE))
+        ax.set_ylabel(data.ylabel if data.classifies else data.interval_text(TEST_NMSE))
         ax.grid(alpha=0.3, which="both")
         if p.empty:
             _empty(ax)
     any_kernel = len(points) > 0 and bool(points["kernel"].any())
     hollow = "; hollow = with the closed-form kernel" if any_kernel else ""
-    _finish(fig, axes, data.header(f"cost–NMSE frontier: {COST_DEF}{hollow}"))
+    what, cost = ("test-error", COST_DEF_ERROR) if data.classifies else ("NMSE", COST_DEF)
+    _finish(fig, axes, data.header(f"cost–{what} frontier: {cost}{hollow}"))
     return fig
+
+
+def _majority_levels(data: _Data, runs: pd.DataFrame, settings: list[dict]) -> list[float]:
+    """The majority class's mean test error rate (``test_error_const`` over the selected rows)
+    in each frontier panel of a classification run (NaN where no row has it)."""
+    out = []
+    for where in settings:
+        rows = _select(runs, where)
+        col = rows.loc[rows["selected"].astype(bool), "test_error_const"] if len(rows) else []
+        v = pd.to_numeric(pd.Series(col), errors="coerce").dropna()
+        out.append(float(v.mean()) if len(v) else math.nan)
+    return out
 
 
 def _frontier_curve(

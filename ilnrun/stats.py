@@ -309,6 +309,61 @@ def paired_ratio(a: object, b: object) -> dict[str, float]:
     }
 
 
+def paired_error_difference(a: object, b: object) -> dict[str, float]:
+    """How much higher the error rate ``a`` is than ``b``, paired by repetition (``a``, ``b``:
+    pandas Series of test error rates indexed by repetition; docs/protocol.md §7.4).
+
+    With ``d_r = a_r − b_r`` over the ``n`` repetitions where both are finite: ``mean`` (in
+    error-rate units: ``-0.03`` = three points in a hundred fewer misclassified), the 95%
+    interval ``[mean − h, mean + h]``, ``h = t_{0.975, n−1} sd(d)/√n`` (:func:`mean_ci`), and
+    ``p``, the two-sided paired t-test of ``mean d = 0`` (:func:`t_test_p`). A difference, not
+    a ratio: error rates share one unit whatever the losses learned with, and a rate of 0 (a
+    perfect split) has no log. ``a_inf`` / ``b_inf``: the repetitions left out because ``a`` or
+    ``b`` alone is infinite (a diverged cell's ``test_error``)."""
+    if not (a.index.is_unique and b.index.is_unique):  # type: ignore[union-attr]
+        return {"n": 0, "mean": math.nan, "lo": math.nan, "hi": math.nan, "ci": math.nan,
+                "p": math.nan, "a_inf": 0, "b_inf": 0}  # fmt: skip
+    a, b = a.align(b, join="inner")  # type: ignore[union-attr]
+    av, bv = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    a_inf = int(np.sum(np.isinf(av) & np.isfinite(bv)))
+    b_inf = int(np.sum(np.isinf(bv) & np.isfinite(av)))
+    ok = np.isfinite(av) & np.isfinite(bv)
+    s = mean_ci(av[ok] - bv[ok])
+    mean, half = s["mean"], s["ci95"]
+    return {
+        "n": s["n"],
+        "mean": mean,
+        "lo": mean - half if s["n"] > 1 else math.nan,
+        "hi": mean + half if s["n"] > 1 else math.nan,
+        "ci": half,
+        "p": t_test_p(mean, s["std"], s["n"]),
+        "a_inf": a_inf,
+        "b_inf": b_inf,
+    }
+
+
+def difference_word(p: dict, subject: str = "SG") -> str:
+    """The per-setting word of a :func:`paired_error_difference` ``subject − other`` whose
+    ``p_holm`` has been set: the words of :func:`ratio_word` (``lower`` when the mean difference
+    is below 0), so :func:`claim_verdict` and :func:`counted_verdict` collapse both alike."""
+    if not p["n"] or math.isnan(p["mean"]):
+        return "no data"
+    if p["n"] < MIN_REPETITIONS:
+        return TOO_FEW
+    side = f"{subject} lower" if p["mean"] < 0 else f"{subject} higher"
+    sig = p.get("p_holm", math.nan) < ALPHA
+    return f"{side} ({'significant' if sig else 'not significant'})"
+
+
+def fmt_difference(p: dict) -> str:
+    """``-0.0351 [-0.061, -0.0092]`` for a :func:`paired_error_difference` (signed, three
+    significant digits; ``—`` without data)."""
+    if not p["n"] or math.isnan(p["mean"]):
+        return "—"
+    interval = "" if math.isnan(p["lo"]) else f" [{p['lo']:+.3g}, {p['hi']:+.3g}]"
+    return f"{p['mean']:+.3g}{interval}"
+
+
 def fmt_ratio(p: dict) -> str:
     """``3.61× [3.12, 4.18]`` for a :func:`paired_ratio` (``—`` without data)."""
     if not p["n"] or math.isnan(p["ratio"]):

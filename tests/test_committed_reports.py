@@ -147,6 +147,26 @@ PAIRED = {
     "Online loss (each learner's best setting for online loss)": "online_loss",
 }
 BEST_ONLINE = "Online loss (each learner's best setting for online loss)"
+# A classification run's test-error table (docs/protocol.md §7.4): the per-repetition
+# differences d_r = test_error(SG)_r − test_error(X)_r of the settings each learner had selected
+# on its own validation loss, read from the rows as written (the run's own protocol), over the
+# repetitions where both are finite: shown as mean d with its 95% interval [mean − h, mean + h]
+# (signed, 3 significant digits), a two-sided paired t-test of mean d = 0 in the same Holm family
+# as the ratios, the same words; beside it each side against the majority class
+# (test_error − test_error_const, its own 95% interval, no adjustment).
+ERROR_TABLE = "Test error rate (settings selected on each learner's own validation loss)"
+DIFF_CELL = re.compile(r"(\S+)(?: \[(\S+), (\S+)\])?(?: \((.+)\))?")
+MAJORITY = "against the majority class"
+AGAINST_MAJORITY = {  # collapse() of "learner − majority class", in plain words
+    "holds": "beats the majority class",
+    "holds in direction, not always significantly": "below the majority class, not always "
+    "significantly",
+    "does not hold": "worse than the majority class",
+    "no significant difference": "not distinguishable from the majority class",
+    "holds in part": "significantly better than the majority class somewhere, worse nowhere",
+    "mixed": "mixed against the majority class",
+    "nothing to compare": "nothing to compare",
+}
 PROTOCOL = {  # the end of a title -> without the kernel?
     "": False,
     ", with the closed-form kernel": False,
@@ -169,7 +189,7 @@ DIGITS3, DIGITS2 = 5e-3, 5e-2
 
 def comparison(title: str) -> tuple[str, bool] | None:
     """(metric, without the kernel) of a paired verdict table's title; ``None``: not one."""
-    for base, metric in PAIRED.items():
+    for base, metric in (*PAIRED.items(), (ERROR_TABLE, "test_error")):
         if title.startswith(base) and title[len(base) :] in PROTOCOL:
             return metric, PROTOCOL[title[len(base) :]]
     return None
@@ -246,6 +266,80 @@ def log_ratio_cell(a: pd.Series, b: pd.Series) -> dict:
         "a_inf": a_inf,
         "b_inf": b_inf,
     }
+
+
+def difference_cell(a: pd.Series, b: pd.Series) -> dict:
+    """The paired difference ``a − b`` of error rates over the repetitions both have: ``n``
+    finite pairs, ``mean`` and its 95% interval ``lo``, ``hi``, the two-sided paired t-test
+    ``p`` of ``mean = 0`` (NaN below two pairs), and ``a_inf`` / ``b_inf``: the repetitions left
+    out because that side alone is infinite."""
+    a, b = a.align(b, join="inner")
+    av, bv = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    a_inf = int(np.sum(np.isinf(av) & np.isfinite(bv)))
+    b_inf = int(np.sum(np.isinf(bv) & np.isfinite(av)))
+    ok = np.isfinite(av) & np.isfinite(bv)
+    d = av[ok] - bv[ok]
+    n = len(d)
+    mean, half = interval(d)
+    if n < 2:
+        p = math.nan
+    elif d.std(ddof=1) == 0:
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    return {
+        "n": n,
+        "log": mean,  # the sign that decides the word, as a ratio's log
+        "mean": mean,
+        "lo": mean - half if n > 1 else math.nan,
+        "hi": mean + half if n > 1 else math.nan,
+        "p": p,
+        "a_inf": a_inf,
+        "b_inf": b_inf,
+    }
+
+
+def difference_problem(cell: str, c: dict, other: str) -> str | None:
+    """What is wrong with a paired difference ``cell`` (``-0.0351 [-0.061, -0.0092]``, then the
+    repetitions left out) against the recomputed :func:`difference_cell` ``c``."""
+    if c["n"] == 0:
+        return None if cell == "—" else f"{cell} without a finite pair"
+    found = DIFF_CELL.fullmatch(cell)
+    if found is None:
+        return f"{cell!r} is not a difference"
+    for s, w in zip((found[1], found[2], found[3]), (c["mean"], c["lo"], c["hi"]), strict=True):
+        if (s is None) != math.isnan(w) or (
+            s is not None and not math.isclose(number(s), w, rel_tol=DIGITS3, abs_tol=1e-12)
+        ):
+            return f"{cell}, not {c['mean']:+.4g} [{c['lo']:+.4g}, {c['hi']:+.4g}]"
+    left = "; ".join(
+        f"{n} rep. where {who} diverged left out"
+        for n, who in ((c["b_inf"], other), (c["a_inf"], "the proposed learner"))
+        if n
+    )
+    if (found[4] or "") != left:
+        return f"{cell}: left out {found[4]!r}, the runs give {left!r}"
+    return None
+
+
+def majority_text(base: pd.DataFrame, claim: str, axis: str | None, xcols: list[str]) -> str:
+    """The 'against the majority class' column of a test-error row: each side's selected
+    ``test_error − test_error_const`` by repetition at each x value, significant where its own
+    95% interval excludes 0, collapsed over the x values."""
+    parts = []
+    for name in claim.split(" < "):
+        m = learner(name)
+        settings = []
+        for col in xcols:
+            at = base if axis is None else base[base[axis].map(str) == col.split("=", 1)[1]]
+            picked = at[(at["method"] == m) & at["selected"].astype(bool)]
+            d = (picked["test_error"] - picked["test_error_const"]).to_numpy(dtype=float)
+            d = d[np.isfinite(d)]
+            mean, half = interval(d)
+            sig = len(d) > 1 and abs(mean) > half
+            settings.append((1 if mean >= 0 else -1, sig) if len(d) else None)
+        parts.append(f"{LEARNERS[m].short}: {AGAINST_MAJORITY[collapse(settings)]}")
+    return "; ".join(parts)
 
 
 def holm_adjusted(p: list[float]) -> list[float]:
@@ -465,15 +559,28 @@ def recheck(text: str, runs: pd.DataFrame) -> tuple[int, list[str]]:
                     cells.append({"n": len(v), "mean": mean, "half": half, "shown": shown})
                     continue
                 metric, free = paired
+                other = claim.split(" < ")[1]
+                if metric == "test_error":  # the rows as written, selected on validation loss
+                    sides = [
+                        chosen(at[at["method"] == learner(n)], "selected", metric)
+                        for n in claim.split(" < ")
+                    ]
+                    cells.append(difference_cell(*sides) | {"shown": shown, "other": other})
+                    continue
                 sides = []
                 for name in claim.split(" < "):
                     m = learner(name)
                     selection, score = protocol_columns(runs, m, metric, free)
                     best = title.startswith(BEST_ONLINE)
                     sides.append(chosen(at[at["method"] == m], None if best else selection, score))
-                cells.append(
-                    log_ratio_cell(*sides) | {"shown": shown, "other": claim.split(" < ")[1]}
-                )
+                cells.append(log_ratio_cell(*sides) | {"shown": shown, "other": other})
+            if paired is not None and paired[0] == "test_error" and MAJORITY in header:
+                expected = majority_text(base, claim, axis, xcols)
+                if row[header.index(MAJORITY)] != expected:
+                    problems.append(
+                        f"{title} | {claim} | k={k}: against the majority class says "
+                        f"{row[header.index(MAJORITY)]!r}, runs give {expected!r}"
+                    )
             holm_shown = row[end] if paired is not None else None
             where = f"{title} | {claim} | k={k}"
             rows_seen.append((where, row[header.index("verdict")], holm_shown, axis, xcols, cells))
@@ -501,7 +608,8 @@ def recheck(text: str, runs: pd.DataFrame) -> tuple[int, list[str]]:
                 problems.append(f"{where}: {HOLM} {holm_shown!r} is not one per x value")
                 shown_p = [""] * len(cells)
             for col, c, sp in zip(xcols, cells, shown_p, strict=True):
-                if (problem := ratio_problem(c["shown"], c, c["other"])) is not None:
+                check = difference_problem if "mean" in c else ratio_problem
+                if (problem := check(c["shown"], c, c["other"])) is not None:
                     problems.append(f"{where} | {col}: {problem}")
                 if p_problem(sp, c["p_holm"]):
                     problems.append(f"{where} | {col}: {HOLM} {sp}, not {c['p_holm']:.3g}")

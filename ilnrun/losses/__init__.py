@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from .base import LABEL_SPACES, METRICS, LossSpec, error_rate
+from .base import LABEL_SPACES, METRICS, LossSpec, error_rate, majority_class
 
 MODULES = ("square", "logistic", "hinge", "squared_hinge", "smoothed_hinge")
 
@@ -46,5 +46,6 @@ __all__ = [
     "METRICS",
     "LossSpec",
     "error_rate",
+    "majority_class",
     "get",
 ]

@@ -75,6 +75,15 @@ class LossSpec:
         return float(np.mean(self.value(np.asarray(p, dtype=float), np.asarray(y, dtype=float))))
 
 
+def majority_class(y: np.ndarray) -> float:
+    """The majority class of ±1 labels ``y``: ``+1`` when at least half are positive, else
+    ``-1`` (``+1`` on a tie, as the hinge loss's best constant). Predicted everywhere, it is the
+    classification yardstick ``test_error_const`` of every loss (docs/protocol.md §8, §12): a
+    loss's own best constant can be 0 on a tie (the square loss's mean, the logistic log-odds),
+    whose sign is no class at all."""
+    return 1.0 if np.sum(y > 0) >= np.sum(y < 0) else -1.0
+
+
 def error_rate(p: np.ndarray, y: np.ndarray) -> float:
     """The misclassification rate of ``sign p`` on ±1 labels ``y``: ``mean(sign(p) != y)`` (a
     prediction of exactly 0 has no sign and counts as an error: the zero predictor's rate is

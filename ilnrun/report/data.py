@@ -17,9 +17,11 @@ from ..stats import (
     against_mean_counted,
     beats_mean,
     counted_verdict,
+    difference_word,
     holm,
     mean_ci,
     paired_difference,
+    paired_error_difference,
     paired_ratio,
     ratio_word,
     significant,
@@ -121,6 +123,15 @@ def paired_loss_ratio(
     return paired_ratio(la, lb)
 
 
+def paired_error(runs: pd.DataFrame, a: str, b: str, keys: dict) -> dict:
+    """``test_error(a) − test_error(b)`` paired by repetition, both at the settings selected on
+    their own validation loss (:func:`pick`, rows matching ``keys``): the mean difference with
+    its 95% interval and the paired t-test (:func:`ilnrun.stats.paired_error_difference`)."""
+    ea = pick(runs, a, keys, None).set_index("repetition")["test_error"]
+    eb = pick(runs, b, keys, None).set_index("repetition")["test_error"]
+    return paired_error_difference(ea, eb)
+
+
 def against(
     runs: pd.DataFrame, method: str, keys: dict, metric: str = "test_loss", const: str = ""
 ) -> dict:
@@ -164,6 +175,15 @@ COMPARISONS = (
     ("test_loss", None, "test loss (settings selected on validation loss)"),
     ("online_loss", None, "online loss (same settings)"),
     ("online_loss", "online_loss", "online loss (each learner's best setting for online loss)"),
+)
+
+
+# The comparison of test error rates of a classification run (±1 labels): (metric, selection
+# rule, description), made in the run's own protocol only (docs/protocol.md §7.4)
+ERROR_COMPARISON = (
+    "test_error",
+    None,
+    "test error rate (settings selected on each learner's own validation loss)",
 )
 
 
@@ -458,6 +478,21 @@ class ReportData:
         )
 
     @property
+    def classifies(self) -> bool:
+        """Whether the run classifies: its rows carry a test error rate (±1 labels, or a loss of
+        ±1 labels; docs/protocol.md §12). Only then do the report's test-error tables,
+        figures and verdicts appear (a regression report is unchanged)."""
+        return "test_error" in self.runs and bool(self.runs["test_error"].notna().any())
+
+    @property
+    def error_mode(self) -> str:
+        """The protocol of the test-error verdict: the run's own (``KERNEL`` for an exact run,
+        ``FREE`` for a kernel-free one). An exact run records the proposed learner's test error
+        with the closed-form kernel only (no Algorithm-2 error column), so no test-error
+        verdict is made without the kernel there."""
+        return FREE if self.eval_kernel == "free" else KERNEL
+
+    @property
     def has_const(self) -> bool:
         """Whether the results carry the best-constant yardstick (written since it exists)."""
         return "test_loss_const" in self.runs
@@ -535,17 +570,21 @@ class ReportData:
         of :data:`COMPARISONS` in each protocol whose view can be made, comparison 3 (no
         kernel chooses or scores it) once, in the last of them."""
         made = [m for m in (KERNEL, FREE) if self.view(m) is not None]
-        return [
+        plan = [
             (mode, metric, by)
             for mode in made
             for metric, by, _ in COMPARISONS
             if by is None or mode == made[-1]
         ]
+        if self.classifies and self.view(self.error_mode) is not None:
+            plan.append((self.error_mode, ERROR_COMPARISON[0], ERROR_COMPARISON[1]))
+        return plan
 
     def _ratio_rows(
         self, metric: str, by: str | None, mode: str | None
     ) -> list[tuple[str, str, int | None, list[dict]]]:
-        """(subject, other, budget, :func:`paired_loss_ratio` per x) of one verdict table."""
+        """(subject, other, budget, :func:`paired_loss_ratio` per x) of one verdict table; of
+        the test-error table, :func:`paired_error` per x."""
         out: list = []
         runs = self.view(mode)
         if runs is None:
@@ -556,7 +595,12 @@ class ReportData:
                     continue
                 for k in self.ks or [None]:
                     keys = [self.keys(k, x) for x in self.xs]
-                    ps = [paired_loss_ratio(runs, subject, other, kk, metric, by) for kk in keys]
+                    if metric == "test_error":
+                        ps = [paired_error(runs, subject, other, kk) for kk in keys]
+                    else:
+                        ps = [
+                            paired_loss_ratio(runs, subject, other, kk, metric, by) for kk in keys
+                        ]
                     out.append((subject, other, k, ps))
         return out
 
@@ -602,8 +646,9 @@ class ReportData:
             cells = [p for *_, ps in rows for p in ps]
             for p, adj in zip(cells, holm([p["p"] for p in cells]), strict=True):
                 p["p_holm"] = adj
+        word = difference_word if metric == "test_error" else ratio_word
         return [
-            (s, o, k, ps, counted_verdict([ratio_word(p, short(s)) for p in ps], self.xa))
+            (s, o, k, ps, counted_verdict([word(p, short(s)) for p in ps], self.xa))
             for s, o, k, ps in rows
         ]
 

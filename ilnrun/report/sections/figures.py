@@ -1,6 +1,7 @@
 """The figures of the results directory (of a packed one: drawn by the report,
-:attr:`ReportData.figure_dir`), copied next to the report; how to read the cost–NMSE frontier,
-or why it is not drawn."""
+:attr:`ReportData.figure_dir`), copied next to the report; how to read the cost–NMSE frontier
+(of a classification run: the cost–test-error frontier, every panel in test error rate with
+the majority class as its line), or why it is not drawn."""
 
 from __future__ import annotations
 
@@ -27,6 +28,25 @@ FRONTIER = (
 )
 
 
+FRONTIER_ERROR = (
+    "How to read `frontier.png`: each point is one learner at one budget; x is what one cell "
+    "cost in total (ψ-evaluations of training, validation and test, plus closed-form kernel "
+    "values; log scale), y the test error rate of the setting selected on the learner's own "
+    "validation loss ({spread}). Down and to the left is better. Hollow points, labelled "
+    "“(kernel)”, were scored with the closed-form kernel, which a user without the kernel "
+    "cannot do; filled points are kernel-free. The grey dash-dotted line is the majority class "
+    "of the training labels predicted everywhere: a point on or above it classifies no better "
+    "than the labels' majority."
+)
+ERROR_FIGURES = (
+    "The labels are ±1: `figure1.png`{sweep} and `frontier.png` show the **test error rate** "
+    "(the fraction of test points misclassified, {spread}) of each learner's setting selected "
+    "on its own validation loss, whatever loss it learns with; the grey dash-dotted line is the "
+    "majority class of the training labels predicted everywhere (`test_error_const`). The "
+    "learning curves (`curves.png`) stay in each learner's own loss."
+)
+
+
 def copy_figure(r: ReportData, stem: str) -> str | None:
     """Copy ``<stem>.png`` of the results (:attr:`ReportData.figure_dir`) next to the report;
     its name, or ``None`` when the results hold no such figure (never a directory, never
@@ -47,10 +67,14 @@ def render(r: ReportData) -> list[str]:
     if not names:
         return []
     L = ["## Figures", ""]
+    if r.classifies:
+        sweep = ", `budget_sweep.png`" if "budget_sweep.png" in names else ""
+        L += [ERROR_FIGURES.format(sweep=sweep, spread=spread(r)), ""]
     for n in names:
         L += [f"![{n}]({n})", ""]
         if n == "frontier.png":
-            L += [FRONTIER.format(spread=spread(r)), ""]
+            text = FRONTIER_ERROR if r.classifies else FRONTIER
+            L += [text.format(spread=spread(r)), ""]
     if "frontier.png" not in names:
         from ...plots import frontier_missing
 

@@ -8,6 +8,7 @@ import math
 from ...stats import ALPHA, MIN_REPETITIONS
 from ..data import (
     COMPARISONS,
+    ERROR_COMPARISON,
     FREE,
     KERNEL,
     MODE_TITLE,
@@ -217,6 +218,49 @@ def claim_lines(r: ReportData) -> list[str]:
     return L
 
 
+def error_lines(r: ReportData) -> list[str]:
+    """The test-error verdict lines of a classification run (docs/protocol.md §7.4): one per
+    (subject, competitor), collapsed over budgets, in the run's own protocol; none for a
+    regression run."""
+    mode = r.error_mode
+    if not r.classifies or r.view(mode) is None:
+        return []
+    metric, by, _ = ERROR_COMPARISON
+    rows = r.verdict_rows(metric, by, mode)
+    L = []
+    for subject in r.proposed:
+        for other in r.compared_in(mode):
+            by_verdict: dict[str, list] = {}
+            diffs: dict[str, list] = {}
+            for s, o, k, ps, v in rows:
+                if s == subject and o == other:
+                    by_verdict.setdefault(v, []).append(k)
+                    diffs.setdefault(v, []).extend(p["mean"] for p in ps)
+            if by_verdict:
+                parts = "; ".join(
+                    f"**{v}**{difference_span(diffs[v], v)} at k = {', '.join(str(k) for k in ks)}"
+                    for v, ks in by_verdict.items()
+                )
+                L.append(
+                    f"- {claim_subject(r, subject, mode, 0)} reaches a lower test error rate "
+                    f"than {label(other)} (settings selected on each learner's own validation "
+                    f"loss; paired differences of error rates): {parts}."
+                )
+    return L
+
+
+def difference_span(diffs: list[float], verdict: str) -> str:
+    """``, error-rate difference -0.05 to +0.01`` over a line's cells: what a line without a
+    verdict word gives in its place."""
+    v = [x for x in diffs if math.isfinite(x)]
+    if not verdict.startswith("no verdict") or not v:
+        return ""
+    lo, hi = f"{min(v):+.3g}", f"{max(v):+.3g}"
+    return ", error-rate difference (mean over repetitions) " + (
+        lo if lo == hi else f"{lo} to {hi}"
+    )
+
+
 def ratio_span(ratios: list[float], verdict: str) -> str:
     """``, loss ratio 0.31–0.62×`` over a line's cells: the numbers a line without a verdict
     word gives in its place (fewer than :data:`~ilnrun.stats.MIN_REPETITIONS` repetitions)."""
@@ -238,9 +282,12 @@ def best_lines(r: ReportData) -> list[str]:
 def family_line(r: ReportData) -> str:
     """How many comparisons the verdict lines below rest on, and how their words are decided."""
     modes = dict.fromkeys(MODE_TITLE[mode] for mode, _, _ in r.verdict_plan())
+    errors = r.classifies and r.view(r.error_mode) is not None
     return (
-        f"- The verdicts below compare per-repetition loss ratios (the proposed learner's over "
-        f"the other's, paired): {r.n_comparisons} paired t-tests over all verdict tables "
+        "- The verdicts below compare per-repetition loss ratios (the proposed learner's over "
+        "the other's, paired)"
+        + (" and per-repetition differences of test error rates" if errors else "")
+        + f": {r.n_comparisons} paired t-tests over all verdict tables "
         f"({' and '.join(modes)}), "
         f"significant when the Holm-adjusted p < {ALPHA:g}; no verdict word with fewer than "
         f"{MIN_REPETITIONS} repetitions (this run: {r.repetitions})."
@@ -268,10 +315,10 @@ def render(r: ReportData) -> list[str]:
     L += rate_lines(r)
     if r.tested:
         claims = claim_lines(r)
-        L += [family_line(r)] if claims else []
+        L += [family_line(r)] if claims or error_lines(r) else []
     L += best_lines(r)
     if r.tested:
-        L += claims
+        L += claims + error_lines(r)
     edges = [
         f"{label(m)}" + (f" (k = {k})" if k is not None else "") + f": {edge_text(r, m, k)}"
         for m in r.methods

@@ -1,6 +1,7 @@
 """Test loss, test NMSE and online loss of every learner's selected setting (mean ± 95% CI; the
-value alone with one repetition), with the zero and best-constant (mean) predictors beside them
-(docs/protocol.md §8)."""
+value alone with one repetition), with the zero and best-constant (mean) predictors beside them;
+for ±1 labels the test error rate with the majority class beside it, and the test loss named as
+each learner's loss (the logistic loss's is the log-loss) (docs/protocol.md §8, §8.1)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,23 @@ MARKS = (
 )
 
 
+ERROR_YARDSTICK = (
+    "Yardstick: *majority class* = the majority class of the training labels (`+1` on a tie) "
+    "predicted everywhere, `test_error_const`: the error rate a classifier gets from the "
+    "training labels alone (the best constant of every loss, by its sign). Settings are "
+    "selected on each learner's own validation loss, not on a validation error rate. The "
+    "error rate is a fraction of the test points (0.05 = 5 in 100 misclassified)."
+)
 ERROR_MARKS = (
-    "Yardstick: the sign of the best constant predictor of each learner's loss (the majority "
-    "class). Marks (paired by repetition, 95% t-interval of `error − the constant's error`): "
-    "**‡** significantly *worse*, **†** not significantly better; no mark: significantly better."
+    "Marks (paired by repetition, 95% t-interval of `error − majority class's error`): **‡** "
+    "significantly *worse* than the majority class, **†** not significantly better than it; no "
+    "mark: significantly better."
+)
+LOG_LOSS = (
+    "The labels are ±1: each learner's test loss is its own loss ({each}); that of the "
+    "logistic loss `log(1 + e^(−y f(x)))` is the **log-loss** (the negative log-likelihood "
+    "of `P(y = +1) = σ(f(x))`, in nats), the others are no log-likelihood. The yardstick "
+    "columns are those of the first learner that has them (its loss's best constant)."
 )
 
 
@@ -47,8 +61,8 @@ TABLES = (
     ("online_loss", "Online loss", ()),
     (
         "test_error",
-        "Test error rate (misclassified test points, sign f(x) against ±1 labels)",
-        (("test_error_const", "best constant's sign"),),
+        "Test error rate (fraction of test points misclassified, sign f(x) against ±1 labels)",
+        (("test_error_const", "majority class"),),
     ),
 )
 
@@ -66,8 +80,12 @@ def render(r: ReportData) -> list[str]:
         L += [f"## {title} ({spread(r)}, selected settings)", ""]
         if metric == "test_loss" and r.mixed_losses():
             L += [str(r.mixed_losses()), ""]
-        if flag and metric == "test_error":
-            L += [f"{ERROR_MARKS if r.tested else ONE_REPETITION}", ""]
+        if metric == "test_loss" and r.classifies:
+            each = ", ".join(f"{label(m)}: {v}" for m, v in r.losses.items())
+            L += [LOG_LOSS.format(each=each), ""]
+        if metric == "test_error":
+            marks = ERROR_MARKS if r.tested else ONE_REPETITION
+            L += [f"{ERROR_YARDSTICK} {marks}" if flag else ERROR_YARDSTICK, ""]
         elif flag:
             L += [f"{YARDSTICKS} {MARKS if r.tested else ONE_REPETITION}", ""]
         yhead = [h for _, h in yard]

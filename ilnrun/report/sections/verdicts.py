@@ -1,16 +1,18 @@
 """The paper's claim as verdict rows: paired loss ratios of the proposed learner against each
 competitor, per budget and x value (Holm-adjusted over the report), collapsed into one counted
-word (:mod:`ilnrun.stats`); then every learner against the best constant (mean) predictor, on
-paired differences (docs/protocol.md §7–§8)."""
+word (:mod:`ilnrun.stats`); in a classification run also the paired differences of test error
+rates, in the same Holm family, with each side against the majority class; then every learner
+against the best constant (mean) predictor, on paired differences (docs/protocol.md §7–§8)."""
 
 from __future__ import annotations
 
 import math
 
-from ...stats import ALPHA, MIN_REPETITIONS, fmt_ratio
+from ...stats import ALPHA, MIN_REPETITIONS, claim_verdict, fmt_difference, fmt_ratio, verdict_word
 from ..data import (
     COMPARISONS,
     CONST_OF,
+    ERROR_COMPARISON,
     FREE,
     KERNEL,
     MODE_TITLE,
@@ -97,6 +99,13 @@ def render(r: ReportData) -> list[str]:
         ),
         "",
     ]
+    if r.classifies and r.view(r.error_mode) is not None:
+        L += [
+            "For ±1 labels a further comparison is made on the **test error rate**, which "
+            "shares one unit whatever loss each learner learns with: paired differences of "
+            "error rates (below).",
+            "",
+        ]
     if r.tested:
         L += [family_text(r), ""]
     head = ["claim", "k"] + [f"{r.xa}={x}" if r.xa else "all" for x in r.xs]
@@ -106,9 +115,115 @@ def render(r: ReportData) -> list[str]:
         L += [mode_text(r, mode, subjects, ev), ""]
         if mode in made:
             L += comparison_tables(r, head, mode, last=mode == made[-1])
+    L += error_tables(r, head)
     L += gap_table(r, head)
     L += against_mean_table(r, head)
     return L
+
+
+ERROR_HOW = (
+    "The labels are ±1, so every learner is also scored by its **test error rate** "
+    "(`test_error`: the fraction of test points where the sign of its prediction is not the "
+    "label; a prediction of 0 counts as an error), in one unit whatever loss it learns "
+    "with.{mixed} Settings are those selected on each learner's **own validation loss** (its "
+    "loss, as in every table of this report; not on a validation error rate). Cells: the "
+    "proposed learner's error rate minus the other's, paired by repetition (below 0 = the "
+    "proposed learner misclassifies fewer test points; `-0.02` = two test points in a hundred "
+    "fewer): {cell} Each side is also put against the **majority class** (the majority class "
+    "of the training labels predicted everywhere, `test_error_const`; paired differences, "
+    "each with its own 95% interval). {protocol}"
+)
+MIXED_ERROR = (
+    " The learners learn with different losses, so the loss ratios above divide numbers in "
+    "different units: **this test-error verdict is the comparison that is comparable**."
+)
+ERROR_CELL = (
+    "the mean of the per-repetition differences with its 95% Student-t interval; its paired "
+    "t-test is in the report's Holm family."
+)
+ERROR_PROTOCOL = {
+    KERNEL: "Made with the closed-form kernel, as the run evaluated: {subjects}'s error is that "
+    "of its kernel-evaluated predictor (`Σ α_i k(x_i, x)`). The error rate of its Algorithm-2 "
+    "predictions is not recorded in an exact run, so no test-error verdict is made without the "
+    "kernel; `evaluation.kernel: free` gives one.",
+    FREE: "Made without the kernel, as the run evaluated (`evaluation.kernel: free`): "
+    "{subjects}'s error is that of its Algorithm-2 predictions on every test point, the "
+    "others' of their own features.",
+}
+# claim_verdict's words for "learner − majority class", in plain words
+AGAINST_MAJORITY = {
+    "holds": "beats the majority class",
+    "holds in direction, not always significantly": "below the majority class, not always "
+    "significantly",
+    "does not hold": "worse than the majority class",
+    "no significant difference": "not distinguishable from the majority class",
+    "holds in part": "significantly better than the majority class somewhere, worse nowhere",
+    "mixed": "mixed against the majority class",
+    "nothing to compare": "nothing to compare",
+}
+
+
+def majority_note(r: ReportData, a: str, b: str, k: int | None, mode: str) -> str:
+    """Where two compared learners stand against the majority class (test error, paired by
+    repetition, each x value's own 95% interval) at a budget."""
+    parts = []
+    for m in (a, b):
+        kk = k if r.budgeted(m) else None
+        words = [verdict_word(r.vs_mean(m, kk, x, "test_error", mode), short(m)) for x in r.xs]
+        parts.append(f"{short(m)}: {AGAINST_MAJORITY.get(claim_verdict(words), '—')}")
+    return "; ".join(parts)
+
+
+def error_tables(r: ReportData, head: list[str]) -> list[str]:
+    """The test-error verdict of a classification run (docs/protocol.md §7.4): the paired
+    differences ``test_error(proposed) − test_error(other)`` per budget and x value, in the
+    run's own protocol (:attr:`ReportData.error_mode`), Holm-adjusted with every other verdict
+    cell of the report, with each side against the majority class. Nothing for a regression
+    run."""
+    mode = r.error_mode
+    if not r.classifies or r.view(mode) is None:
+        return []
+    subjects = ", ".join(label(m) for m in r.proposed)
+    metric, by, what = ERROR_COMPARISON
+    note = r.has_const and "test_error_const" in r.runs
+    holm = ["Holm-adjusted p" + (f" (per {r.xa})" if r.xa else "")] if r.tested else []
+    rows = [
+        [f"{short(s)} < {label(o)}", k if k is not None else "—"]
+        + [difference_cell(p, label(o)) for p in ps]
+        + ([", ".join(p_text(p.get("p_holm", math.nan)) for p in ps)] if r.tested else [])
+        + ([word(r, v)] if r.tested else [])
+        + ([majority_note(r, s, o, k, mode)] if note and r.tested else [])
+        for s, o, k, ps, v in r.verdict_rows(metric, by, mode)
+    ]
+    how = ERROR_HOW.format(
+        mixed=MIXED_ERROR if r.mixed_losses() else "",
+        cell=ERROR_CELL if r.tested else f"one repetition. {ONE_REPETITION}",
+        protocol=ERROR_PROTOCOL[mode].format(subjects=subjects),
+    )
+    verdict = ["verdict"] if r.tested else []
+    majority = ["against the majority class"] if note and r.tested else []
+    return [
+        f"### {'Verdict' if r.tested else 'Comparison'} on the test error rate",
+        "",
+        how,
+        "",
+        f"**{what[0].upper() + what[1:]}, {MODE_TITLE[mode]}**:",
+        "",
+        md_table([*head, *holm, *verdict, *majority], rows),
+        "",
+    ]
+
+
+def difference_cell(p: dict, other: str) -> str:
+    """A paired error-rate difference's cell: ``-0.0351 [-0.061, -0.0092]``, with the
+    repetitions left out because one side diverged."""
+    out = fmt_difference(p)
+    left = [
+        f"{n} rep. where {who} diverged left out"
+        for n, who in ((p.get("b_inf", 0), other), (p.get("a_inf", 0), "the proposed learner"))
+        if n
+    ]
+    return out + (f" ({'; '.join(left)})" if left else "")
 
 
 def mode_text(r: ReportData, mode: str, subjects: str, ev: dict) -> str:
@@ -183,9 +298,14 @@ def family_text(r: ReportData) -> str:
         if r.repetitions < MIN_REPETITIONS
         else ""
     )
+    tests = (
+        "of the mean log ratio, or of the mean difference of test error rates"
+        if r.classifies and r.view(r.error_mode) is not None
+        else "of the mean log ratio"
+    )
     return (
         f"This report's verdict tables make **{r.n_comparisons} comparisons** (paired t-tests "
-        "of the mean log ratio, one per cell with two finite pairs or more). A difference is "
+        f"{tests}, one per cell with two finite pairs or more). A difference is "
         f"called significant when its **Holm-adjusted** p-value (Holm–Bonferroni over all "
         f"{r.n_comparisons}) is below {ALPHA:g}; the intervals are each comparison's own 95% "
         "interval, so one that excludes 1× may still fall short after the adjustment. A verdict "
