@@ -658,7 +658,9 @@ class LearnerSpec:
 
     - ``fit(X, y, fmap, rng, **hyper) -> FitResult``: one online pass (the algorithm).
     - ``params``: its config keys (``methods.<name>.<key>``), also the keyword arguments of
-      ``fit`` (a contract test checks the signature against them).
+      ``fit`` (a contract test checks the signature against them); a learner with several
+      passes derives the settings they share from them (:func:`pass_settings`), so that its
+      parameters are stated once.
     - ``budget``: the size it takes from the matched budget, or ``None`` (not budget-limited).
     - ``role``: ``proposed`` (the learner under test: the report compares it with every
       competitor), ``competitor`` (budgeted baselines) or ``reference`` (drawn for scale).
