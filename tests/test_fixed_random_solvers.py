@@ -168,7 +168,7 @@ def test_fit_runs_ridge_compiled_after_its_check(monkeypatch):
 def test_bad_solver_settings_raise():
     X, y = _problem(7, 10, 3)
     fmap = make_map("relu", 3)
-    for kw in (dict(solver="ridge", lam=0.0), dict(solver="lsq", lam=1.0), dict(lam=0.1)):
+    for kw in (dict(solver="ridge", lam=0.0), dict(solver="lsq", lam=1.0), dict(lam=0.1, eta=None)):
         with pytest.raises(ValueError):
             fr.fit_numpy(X, y, fmap, np.random.default_rng(0), r=3, **kw)
 

@@ -7,9 +7,11 @@ counts its own feature evaluations and draws. Its module declares a :class:`Lear
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from time import perf_counter
@@ -457,6 +459,135 @@ def average_unused(h: dict) -> set[str]:
     return set() if h.get("average") else {"average"}
 
 
+# ----------------------------------------------------------------------------------------------
+# a learner's pass settings: its parameters stated once, in its spec's ``params``
+
+# ``fit`` keywords that are not ``methods.<name>`` keys of the learner's own: its loss (the
+# experiment's ``loss`` or ``methods.<name>.loss``, resolved by the config; absent for the
+# square loss) and how a pass runs (``implements.CONTROLS``: the cell's time limit, threads).
+LOSS = Param("loss", "str", DEFAULT_LOSS, "the loss the pass steps along (ilnrun.losses)")
+DEADLINE = Param(
+    "deadline", "float", None, "time.perf_counter() deadline of the pass", special=(None,)
+)
+THREADS = Param("threads", "int", None, "threads of a compiled pass", special=(None,))
+
+_TYPES = {"int": "int", "float": "float", "bool": "bool", "str": "str"}
+
+
+class PassSettings:
+    """The settings of one pass of a learner, built by :func:`pass_settings`: a frozen
+    dataclass with one field per ``fit`` keyword, its default the declared :class:`Param`'s.
+
+    A learner states its parameters once — in its spec's ``params`` — and every pass (the
+    public ``fit``, the numpy and compiled passes, the jax pass's ``static`` and ``inputs``)
+    reads them from one object of this type instead of restating the keyword list and its
+    defaults (docs/architecture.md §4). :meth:`keywords` is every setting, defaults included:
+    what ``fit`` hands to :func:`ilnrun.learners.compiled.implemented`, so that no keyword
+    escapes a pass's declaration."""
+
+    PARAMS: tuple[Param, ...] = ()
+    SIZE: str | None = None
+
+    def keywords(self) -> dict[str, Any]:
+        """Every setting by name (the ``fit`` keywords, defaults included)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def of(cls, args: Mapping[str, Any]):
+        """The settings of the ``fit`` keywords ``args`` (``spec.fit_arguments``): the declared
+        default for each keyword not given; an undeclared keyword is a ``TypeError``."""
+        return cls(**args)
+
+    @classmethod
+    def signature(cls) -> inspect.Signature:
+        """``(X, y, fmap, rng, *, <every setting>)``: the signature of a pass that takes them
+        as keywords (what ``inspect.signature(spec.fit)`` reads)."""
+        head = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in _FIT_HEAD]
+        kw = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Signature(
+            head
+            + [
+                inspect.Parameter(
+                    f.name,
+                    kw,
+                    default=(
+                        inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+                    ),
+                    annotation=f.type,
+                )
+                for f in dataclasses.fields(cls)
+            ],
+            return_annotation="FitResult",
+        )
+
+    @classmethod
+    def takes(cls, run: Callable[..., FitResult]) -> Callable[..., FitResult]:
+        """Decorate a pass ``run(X, y, fmap, rng, s)`` of these settings ``s``: it may then be
+        called with a settings object (``run(X, y, fmap, rng, s)``, the passes among
+        themselves) or with the ``fit`` keywords (``run(X, y, fmap, rng, eta=0.1, k=4)``: the
+        public contract ``fit(X, y, fmap, rng, **hyper)``), each checked and defaulted by this
+        type. Its signature lists the keywords (:meth:`signature`)."""
+
+        @functools.wraps(run)
+        def call(X, y, fmap, rng, settings=None, /, **keywords) -> FitResult:
+            if settings is None:
+                settings = cls(**keywords)
+            elif keywords:
+                settings = dataclasses.replace(settings, **keywords)
+            return run(X, y, fmap, rng, settings)
+
+        del call.__wrapped__  # its signature is the keywords', not the settings object's
+        call.__signature__ = cls.signature()
+        call.Settings = cls
+        return call
+
+
+_FIT_HEAD = ("X", "y", "fmap", "rng")
+
+
+def pass_settings(
+    name: str,
+    params: Iterable[Param],
+    *,
+    size: str | None = None,
+    resolved: Iterable[str] = (),
+    extra: Iterable[Param] = (),
+) -> type[PassSettings]:
+    """The :class:`PassSettings` type of a learner's passes, derived from its ``params``.
+
+    Its fields, in order: the budget ``size`` (``m``, ``k``, ``r``: required, an int), every
+    parameter of ``params`` but those in ``resolved`` (config keys that the spec's
+    ``arguments`` hook turns into other keywords before any pass, e.g. a preset and its
+    constants), the ``extra`` keywords the passes take that are not config keys of the learner
+    (:data:`LOSS`, a research switch), and :data:`DEADLINE`. Each default is its
+    :class:`Param`'s ``default``, so a pass called without a key runs as a config that leaves
+    it out. ``name`` names the type (``<name>.Settings`` in messages)."""
+    skip = set(resolved)
+    chosen = [p for p in params if p.name not in skip]
+    unknown = skip - {p.name for p in params}
+    if unknown:
+        raise ValueError(f"{name}: resolved keys {sorted(unknown)} are not among its params")
+    chosen += [p for p in extra if p.name != DEADLINE.name]
+    chosen.append(DEADLINE)
+    fields: list[tuple] = []
+    if size is not None:
+        fields.append((size, "int"))
+    for p in chosen:
+        kind = _TYPES.get(p.type, "Any")
+        kind += " | None" if None in p.special or p.default is None else ""
+        fields.append((p.name, kind, dataclasses.field(default=p.default)))
+    names = [f[0] for f in fields]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{name}: a keyword declared twice in {names}")
+    cls = dataclasses.make_dataclass(
+        "Settings", fields, bases=(PassSettings,), frozen=True, kw_only=True
+    )
+    cls.__qualname__ = f"{name}.Settings"
+    cls.__module__ = __name__
+    cls.PARAMS, cls.SIZE = tuple(chosen), size
+    return cls
+
+
 @dataclass(frozen=True)
 class BudgetSize:
     """How a budgeted learner spends the matched budget (docs/budgets.md §4).
@@ -527,7 +658,9 @@ class LearnerSpec:
 
     - ``fit(X, y, fmap, rng, **hyper) -> FitResult``: one online pass (the algorithm).
     - ``params``: its config keys (``methods.<name>.<key>``), also the keyword arguments of
-      ``fit`` (a contract test checks the signature against them).
+      ``fit`` (a contract test checks the signature against them); a learner with several
+      passes derives the settings they share from them (:func:`pass_settings`), so that its
+      parameters are stated once.
     - ``budget``: the size it takes from the matched budget, or ``None`` (not budget-limited).
     - ``role``: ``proposed`` (the learner under test: the report compares it with every
       competitor), ``competitor`` (budgeted baselines) or ``reference`` (drawn for scale).

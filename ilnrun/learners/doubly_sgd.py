@@ -38,6 +38,7 @@ from ..params import Param
 from ..schedules import step_sizes
 from .base import (
     AVERAGE,
+    LOSS,
     STEP_PARAMS,
     BudgetSize,
     FeatureExpansion,
@@ -48,6 +49,7 @@ from .base import (
     compiled_rounds,
     new_counters,
     out_of_time,
+    pass_settings,
     step_unused,
 )
 from .compiled import RF_CHECKS, implemented
@@ -56,355 +58,6 @@ from .implements import ANY, Implements
 from .shrinking_gradient import iterate_weights
 
 RESCALE_BELOW = 1e-150
-
-
-def fit(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    k: int,
-    nu: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    average: bool = False,
-    loss: str = "square",
-    batch: int = 1,
-    deadline: float | None = None,
-) -> FitResult:
-    """One online pass of Doubly SGD with ``k`` random features per step and ``batch`` points per
-    step (one point per step by default: a round).
-
-    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
-    a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
-    numpy code (:func:`fit_numpy`): the same draws and the same numbers, bit for bit
-    (docs/algorithms.md §2.6)."""
-    kw = dict(eta=eta, k=k, nu=nu, schedule=schedule, decay=decay, average=average, loss=loss)
-    kw.update(batch=batch, deadline=deadline)
-    from . import random_feature_kernels as kernels  # numba: imported where a pass runs
-
-    if (
-        type(rng) is np.random.Generator
-        and implemented("doubly_sgd", COMPILED, kw, kernels.sgk.note)
-        and kernels.use_compiled(fmap)
-    ):
-        return fit_compiled(X, y, fmap, rng, **kw)
-    return fit_numpy(X, y, fmap, rng, **kw)
-
-
-# What the compiled pass (fit_compiled) and the jax pass (doubly_sgd_jax) implement, by ``fit``
-# keyword (ilnrun.learners.implements): the square loss only (other losses run in numpy) and one
-# point per step (mini-batches run in numpy); the jax pass returns the final predictor only.
-COMPILED = Implements(
-    dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY, loss=("square",), batch=(1,))
-)
-JAX = Implements({**COMPILED.values, "average": (False,)})
-
-
-def fit_compiled(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    k: int,
-    nu: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    average: bool = False,
-    loss: str = "square",
-    batch: int = 1,
-    deadline: float | None = None,
-) -> FitResult:
-    """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
-    and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does), then
-    between calls of a few million evaluations. The square loss and one point per step only
-    (:data:`COMPILED`)."""
-    from . import random_feature_kernels as kernels
-
-    if loss != "square":
-        raise ValueError(f"the compiled Doubly SGD pass has the square loss only, got {loss!r}")
-    if batch != 1:
-        raise ValueError(f"the compiled Doubly SGD pass takes one point per step, got {batch!r}")
-    T = len(y)
-    X = np.ascontiguousarray(X, dtype=float)
-    etas = step_sizes(schedule, eta, T, decay)
-    yv = np.ascontiguousarray(y, dtype=float)
-    kind = kernels.kind_of(fmap)
-    W, b = kernels.stored(fmap, kind, k * T)
-    c, appended = np.zeros(k * T), np.zeros(k * T)
-    psi, losses = np.empty(k * T), np.empty(T)
-    state = np.array([1.0, 2.0])  # s, the exponent of the loss
-    counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
-    sigma = float(getattr(fmap, "sigma", 1.0))
-    # round t costs about k (t + 1) evaluations
-    t, timed_out = compiled_rounds(
-        T, deadline, lambda t: k * (t + 1),
-        lambda t, t1: kernels.dsgd_rounds(
-            t, t1, X, yv, etas, sigma, k, float(nu), RESCALE_BELOW, rng,
-            W, b, c, appended, psi, losses, state, counts,
-        ),
-        lambda: bool(counts[2]),
-    )  # fmt: skip
-    diverged = bool(counts[2])
-    counters = new_counters()
-    counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))
-    n_feat = k * (t - diverged)
-    coef = float(state[0]) * c[:n_feat]
-    if average:
-        coef = averaged_coef(appended[:n_feat], etas, nu, k, t)
-    predictor = FeatureExpansion(kernels.joined(W, b, kind, n_feat), coef, fmap)
-    return FitResult(predictor, losses[:t], counters, diverged, timed_out)
-
-
-def fit_numpy(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    k: int,
-    nu: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    average: bool = False,
-    loss: str = "square",
-    batch: int = 1,
-    deadline: float | None = None,
-) -> FitResult:
-    """One online pass of Doubly SGD with ``k`` random features per round, in numpy (the
-    reference); with ``batch > 1``, :func:`fit_batched`."""
-    if batch != 1:
-        return fit_batched(X, y, fmap, rng, eta=eta, k=k, nu=nu, schedule=schedule, decay=decay,
-                           average=average, loss=loss, batch=batch, deadline=deadline)  # fmt: skip
-    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
-    T, gammas = run.T, run.etas
-    W = None  # stored omegas, allocated on the first draw (shape depends on the map)
-    c = np.zeros(k * T)  # alpha = s * c
-    appended = np.zeros(k * T)  # alpha_{t,j} as appended at round t (the averaged iterate)
-    s = 1.0
-    train_evals = features_sampled = 0  # counted in the loop (docs/budgets.md)
-    point, sample = fmap.point, fmap.sample
-
-    for t in run.rounds():
-        x_t = X[t]
-        n_old = k * t
-        if n_old:
-            psi_old = point(x_t, W[:n_old])
-            train_evals += psi_old.size
-            f_t = s * float(c[:n_old] @ psi_old)
-        else:
-            f_t = 0.0
-        if run.diverges(t, f_t):
-            break
-        omega = sample(rng, k)
-        features_sampled += len(omega)
-        if W is None:
-            W = np.empty((k * T,) + omega.shape[1:], dtype=omega.dtype)
-        W[n_old : n_old + k] = omega
-        psi_new = point(x_t, omega)
-        train_evals += psi_new.size
-        # alpha_{t,.} = -gamma_t l'(f_t, y_t) psi_new / k, stored as c = alpha / s (in place);
-        # l'(f_t, y_t) = f_t - y_t for the square loss
-        psi_new *= -gammas[t] * run.gradient(t, f_t)
-        if k != 1:  # (x / 1 is x exactly: skipping it changes no bit)
-            psi_new /= k
-        appended[n_old : n_old + k] = psi_new
-        factor = 1.0 - gammas[t] * nu
-        if factor > 0.0:
-            s *= factor
-        else:  # a step so large that the decay factor is not positive: apply it directly
-            c[:n_old] *= factor
-        if s == 1.0:  # always when nu = 0
-            c[n_old : n_old + k] = psi_new
-        else:
-            np.divide(psi_new, s, out=c[n_old : n_old + k])
-        if s < RESCALE_BELOW:
-            c[: n_old + k] *= s
-            s = 1.0
-
-    counters = new_counters()
-    counters.update(train_evals=train_evals, features_sampled=features_sampled)
-    n_feat = k * (len(run.losses) - run.diverged)
-    coef = s * c[:n_feat]
-    if average:
-        coef = averaged_coef(appended[:n_feat], gammas, nu, k, len(run.losses))
-    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
-
-
-def steps(T: int, batch: int) -> int:
-    """Steps of a pass over ``T`` points taken ``batch`` at a time: ``ceil(T / batch)`` (the last
-    step takes the ``T - batch (S - 1)`` points left)."""
-    return -(-T // batch)
-
-
-def step_evaluations(T: int, batch: int) -> int:
-    """Evaluations per feature drawn per step over a pass: step ``s = 1..S`` evaluates the
-    ``s`` blocks drawn so far (its own included) on each of its ``b_s`` points, so
-    ``sum_s s b_s = b S (S - 1) / 2 + S (T - b (S - 1))`` (``T (T + 1) / 2`` for ``batch = 1``;
-    docs/budgets.md §2)."""
-    S = steps(T, batch)
-    return batch * S * (S - 1) // 2 + S * (T - batch * (S - 1))
-
-
-def batch_cost(match: str, T: int, n_eval: int, h: dict) -> int | None:
-    """What one feature per step costs over a pass of setting ``h`` with ``batch > 1``, in the
-    unit of ``match`` (``None`` for one point per step: the budget's own cost of ``k``):
-    :func:`step_evaluations` evaluations, ``S`` draws, and under ``total`` the ``S`` features
-    evaluated on each of the ``n_eval`` scored points as well (docs/budgets.md §4)."""
-    b = h.get("batch") or 1
-    if b == 1:
-        return None
-    S, evals = steps(T, b), step_evaluations(T, b)
-    return {"evaluations": evals, "samples": S, "total": evals + n_eval * S}[match]
-
-
-def expected_batched(k: int, T: int, batch: int) -> dict[str, int]:
-    """The counters of a full pass with ``k`` features and ``batch`` points per step."""
-    return {"train_evals": k * step_evaluations(T, batch), "features_sampled": k * steps(T, batch)}
-
-
-def fit_batched(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    k: int,
-    nu: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    average: bool = False,
-    loss: str = "square",
-    batch: int = 2,
-    deadline: float | None = None,
-) -> FitResult:
-    """Doubly SGD with mini-batches of ``batch`` points and feature blocks of ``k`` features per
-    step, as Dai et al. run it (their Section 4: "a mini-batch of points and random features at
-    each step"; Section 7: batches of 2^10 points, blocks of 2^8 features), in numpy.
-
-    Step ``s = 1..S`` (``S = ceil(T / b)``) takes the points ``P_s`` (``b`` of them, the last
-    step the rest, ``b_s``) in order, predicts every one with the current ``f_s`` (Algorithm 2:
-    each is scored on that prediction, before its label is used), draws ``omega_{s,1..k} ~ mu``
-    and steps along the mini-batch average of the doubly stochastic gradient (Dai et al. eq. 4)
-
-        zeta_s(.) = (1/b_s) sum_{l in P_s} l'(f_s(x_l), y_l) (1/k) sum_j psi(x_l; omega_{s,j})
-                    psi(.; omega_{s,j}),
-
-    ``f_{s+1} = f_s - gamma_s (zeta_s + nu f_s)`` (eq. 6), i.e. Algorithm 1, lines 5-6:
-
-        alpha_{s,j} = -gamma_s / (b_s k) sum_{l in P_s} l'(f_s(x_l), y_l) psi(x_l; omega_{s,j})
-        alpha_{i,.} <- (1 - gamma_s nu) alpha_{i,.}  for i < s.
-
-    ``gamma_s`` is the schedule's step ``s`` (the schedule counts steps, as Dai's ``gamma_t``
-    counts iterations). Step ``s`` evaluates ``k s`` features on each of its ``b_s`` points:
-    ``k sum_s s b_s`` evaluations (:func:`step_evaluations`) and ``k S`` draws in a full pass.
-    ``average`` averages the iterates ``f_1..f_S`` over the steps (:func:`averaged_coef`). The
-    losses are per point; a divergent prediction stops the pass after that point, the deadline
-    is looked at between steps."""
-    T, b = len(y), int(batch)
-    S = steps(T, b)
-    run = OnlinePass(y, eta, schedule, decay, deadline, loss)  # per-point losses and l'
-    gammas = step_sizes(schedule, eta, S, decay).tolist()  # one step size per step
-    W = None  # stored omegas, allocated on the first draw (shape depends on the map)
-    c, appended = np.zeros(k * S), np.zeros(k * S)  # alpha = scale * c; alpha as appended
-    scale = 1.0
-    train_evals = features_sampled = played = 0  # played: steps run (a divergent one too)
-    for step in range(S):
-        t0, t1 = step * b, min(T, (step + 1) * b)
-        if t0 and out_of_time(deadline):
-            run.timed_out, run.losses = True, run.losses[:t0]
-            break
-        Xs, n_old = X[t0:t1], k * step
-        if n_old:
-            psi_old = fmap.matrix(Xs, W[:n_old])
-            train_evals += psi_old.size
-            f = scale * (psi_old @ c[:n_old])
-        else:
-            f = np.zeros(t1 - t0)
-        played = step + 1
-        if any(run.diverges(t, float(f[t - t0])) for t in range(t0, t1)):
-            break
-        g = np.array([run.gradient(t, float(f[t - t0])) for t in range(t0, t1)])
-        omega = fmap.sample(rng, k)
-        features_sampled += len(omega)
-        if W is None:
-            W = np.empty((k * S,) + omega.shape[1:], dtype=omega.dtype)
-        W[n_old : n_old + k] = omega
-        psi_new = fmap.matrix(Xs, omega)
-        train_evals += psi_new.size
-        alpha = (-gammas[step] / ((t1 - t0) * k)) * (g @ psi_new)
-        appended[n_old : n_old + k] = alpha
-        factor = 1.0 - gammas[step] * nu
-        if factor > 0.0:
-            scale *= factor
-        else:  # a step so large that the decay factor is not positive: apply it directly
-            c[:n_old] *= factor
-        c[n_old : n_old + k] = alpha / scale
-        if scale < RESCALE_BELOW:
-            c[: n_old + k] *= scale
-            scale = 1.0
-
-    counters = new_counters()
-    counters.update(train_evals=train_evals, features_sampled=features_sampled)
-    n_feat = k * (played - run.diverged)
-    coef = scale * c[:n_feat]
-    if average:
-        coef = averaged_coef(appended[:n_feat], gammas, nu, k, played)
-    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
-
-
-def averaged_coef(
-    appended: np.ndarray, gammas: np.ndarray, nu: float, k: int, n: int
-) -> np.ndarray:
-    """The coefficients of the averaged iterate ``fbar = (1/n) sum_{r<n} f_r`` over the ``n``
-    rounds played (``f_r`` the predictor of round r, ``f_0 = 0``; Shrinking Gradient's
-    definition, Corollary 1 of the ILN paper), on the same features as the final predictor.
-
-    Round r appends ``alpha_{r,.}`` (``appended``, as computed in its round) and multiplies the
-    earlier coefficients by ``1 - gamma_r nu`` (Algorithm 1, line 6), so
-    ``f_{r+1} = (1 - gamma_r nu) f_r + sum_j alpha_{r,j} psi(.; omega_{r,j})`` and ``fbar``'s
-    coefficient of ``omega_{i,j}`` is ``alpha_{i,j} g_i`` with the weights ``g_i`` of
-    :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` (built from the factors, never
-    divided by their products: a factor may be <= 0 in early rounds of the ``dai`` preset,
-    ``gamma_1 nu = theta_nu``)."""
-    if n == 0:
-        return appended
-    g = iterate_weights(1.0 - np.asarray(gammas[: n - 1], dtype=float) * nu)
-    return appended * np.repeat(g[: len(appended) // k], k)
-
-
-def _agrees(kind: int) -> bool:
-    """Small passes, compiled and numpy, equal bit for bit: one and three features a round,
-    with and without the decay, final and averaged (this build's BLAS ``ddot`` / ``gemv`` and
-    cosine)."""
-    from . import random_feature_kernels as kernels
-
-    probe = np.random.default_rng(20261123)
-    D = 19
-    X = probe.standard_normal((90, D)) / 3.0
-    y = np.tanh(X[:, 0] + X[:, 1])
-    fmap = kernels.probe_map(kind, D)
-    cases = ((1, 0.0, "constant", False), (3, 0.3, "inv_sqrt", False), (3, 0.3, "inv_sqrt", True))
-    for k, nu, schedule, average in cases:
-        kw = dict(eta=0.4, k=k, nu=nu, schedule=schedule, average=average)
-        r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)
-        r1 = fit_compiled(X, y, fmap, np.random.default_rng(1), **kw)
-        if not (
-            np.array_equal(r0.losses, r1.losses)
-            and np.array_equal(r0.predictor.coef, r1.predictor.coef)
-            and np.array_equal(r0.predictor.W, r1.predictor.W)
-        ):
-            return False
-    return True
-
-
-RF_CHECKS.append(_agrees)
 
 
 PRESETS = ("grid", "dai")
@@ -482,6 +135,313 @@ PARAMS = (
         key_omit=None,
     ),
 )
+
+
+# The passes' settings (fit, fit_compiled, fit_numpy, fit_batched and the jax pass), derived
+# from PARAMS: k (the budget's size, or a setting's block), every parameter but the preset's
+# and block (turned into eta, schedule, decay, nu and k by the spec: _arguments), and the loss.
+Settings = pass_settings(
+    "doubly_sgd", PARAMS, size="k", resolved=("preset", *DAI_ONLY, "block"), extra=(LOSS,)
+)
+
+
+@Settings.takes
+def fit(X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings):
+    """One online pass of Doubly SGD with ``k`` random features per step and ``batch`` points per
+    step (one point per step by default: a round); the keywords are :data:`Settings`' (its
+    ``PARAMS``' defaults).
+
+    Runs the compiled pass (:func:`fit_compiled`) where it applies (a ``np.random.Generator``,
+    a setting it implements, :data:`COMPILED`, and a feature map the kernels know), else the
+    numpy code (:func:`fit_numpy`): the same draws and the same numbers, bit for bit
+    (docs/algorithms.md §2.6)."""
+    from . import random_feature_kernels as kernels  # numba: imported where a pass runs
+
+    if (
+        type(rng) is np.random.Generator
+        and implemented("doubly_sgd", COMPILED, hp.keywords(), kernels.sgk.note)
+        and kernels.use_compiled(fmap)
+    ):
+        return fit_compiled(X, y, fmap, rng, hp)
+    return fit_numpy(X, y, fmap, rng, hp)
+
+
+# What the compiled pass (fit_compiled) and the jax pass (doubly_sgd_jax) implement, by ``fit``
+# keyword (ilnrun.learners.implements): the square loss only (other losses run in numpy) and one
+# point per step (mini-batches run in numpy); the jax pass returns the final predictor only.
+COMPILED = Implements(
+    dict(eta=ANY, k=ANY, nu=ANY, schedule=ANY, decay=ANY, average=ANY, loss=("square",), batch=(1,))
+)
+JAX = Implements({**COMPILED.values, "average": (False,)})
+
+
+@Settings.takes
+def fit_compiled(
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
+) -> FitResult:
+    """:func:`fit_numpy` compiled (``random_feature_kernels.dsgd_rounds``): the same pass, draws
+    and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does), then
+    between calls of a few million evaluations. The square loss and one point per step only
+    (:data:`COMPILED`)."""
+    from . import random_feature_kernels as kernels
+
+    if hp.loss != "square":
+        raise ValueError(f"the compiled Doubly SGD pass has the square loss only, got {hp.loss!r}")
+    if hp.batch != 1:
+        raise ValueError(f"the compiled Doubly SGD pass takes one point per step, got {hp.batch!r}")
+    T = len(y)
+    X = np.ascontiguousarray(X, dtype=float)
+    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+    yv = np.ascontiguousarray(y, dtype=float)
+    kind = kernels.kind_of(fmap)
+    W, b = kernels.stored(fmap, kind, hp.k * T)
+    c, appended = np.zeros(hp.k * T), np.zeros(hp.k * T)
+    psi, losses = np.empty(hp.k * T), np.empty(T)
+    state = np.array([1.0, 2.0])  # s, the exponent of the loss
+    counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
+    sigma = float(getattr(fmap, "sigma", 1.0))
+    # round t costs about k (t + 1) evaluations
+    t, timed_out = compiled_rounds(
+        T, hp.deadline, lambda t: hp.k * (t + 1),
+        lambda t, t1: kernels.dsgd_rounds(
+            t, t1, X, yv, etas, sigma, hp.k, float(hp.nu), RESCALE_BELOW, rng,
+            W, b, c, appended, psi, losses, state, counts,
+        ),
+        lambda: bool(counts[2]),
+    )  # fmt: skip
+    diverged = bool(counts[2])
+    counters = new_counters()
+    counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))
+    n_feat = hp.k * (t - diverged)
+    coef = float(state[0]) * c[:n_feat]
+    if hp.average:
+        coef = averaged_coef(appended[:n_feat], etas, hp.nu, hp.k, t)
+    predictor = FeatureExpansion(kernels.joined(W, b, kind, n_feat), coef, fmap)
+    return FitResult(predictor, losses[:t], counters, diverged, timed_out)
+
+
+@Settings.takes
+def fit_numpy(
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
+) -> FitResult:
+    """One online pass of Doubly SGD with ``k`` random features per round, in numpy (the
+    reference); with ``batch > 1``, :func:`fit_batched`."""
+    if hp.batch != 1:
+        return fit_batched(X, y, fmap, rng, hp)
+    run = OnlinePass(y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss)
+    T, gammas = run.T, run.etas
+    W = None  # stored omegas, allocated on the first draw (shape depends on the map)
+    c = np.zeros(hp.k * T)  # alpha = s * c
+    appended = np.zeros(hp.k * T)  # alpha_{t,j} as appended at round t (the averaged iterate)
+    s = 1.0
+    train_evals = features_sampled = 0  # counted in the loop (docs/budgets.md)
+    point, sample = fmap.point, fmap.sample
+
+    for t in run.rounds():
+        x_t = X[t]
+        n_old = hp.k * t
+        if n_old:
+            psi_old = point(x_t, W[:n_old])
+            train_evals += psi_old.size
+            f_t = s * float(c[:n_old] @ psi_old)
+        else:
+            f_t = 0.0
+        if run.diverges(t, f_t):
+            break
+        omega = sample(rng, hp.k)
+        features_sampled += len(omega)
+        if W is None:
+            W = np.empty((hp.k * T,) + omega.shape[1:], dtype=omega.dtype)
+        W[n_old : n_old + hp.k] = omega
+        psi_new = point(x_t, omega)
+        train_evals += psi_new.size
+        # alpha_{t,.} = -gamma_t l'(f_t, y_t) psi_new / k, stored as c = alpha / s (in place);
+        # l'(f_t, y_t) = f_t - y_t for the square loss
+        psi_new *= -gammas[t] * run.gradient(t, f_t)
+        if hp.k != 1:  # (x / 1 is x exactly: skipping it changes no bit)
+            psi_new /= hp.k
+        appended[n_old : n_old + hp.k] = psi_new
+        factor = 1.0 - gammas[t] * hp.nu
+        if factor > 0.0:
+            s *= factor
+        else:  # a step so large that the decay factor is not positive: apply it directly
+            c[:n_old] *= factor
+        if s == 1.0:  # always when nu = 0
+            c[n_old : n_old + hp.k] = psi_new
+        else:
+            np.divide(psi_new, s, out=c[n_old : n_old + hp.k])
+        if s < RESCALE_BELOW:
+            c[: n_old + hp.k] *= s
+            s = 1.0
+
+    counters = new_counters()
+    counters.update(train_evals=train_evals, features_sampled=features_sampled)
+    n_feat = hp.k * (len(run.losses) - run.diverged)
+    coef = s * c[:n_feat]
+    if hp.average:
+        coef = averaged_coef(appended[:n_feat], gammas, hp.nu, hp.k, len(run.losses))
+    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
+
+
+def steps(T: int, batch: int) -> int:
+    """Steps of a pass over ``T`` points taken ``batch`` at a time: ``ceil(T / batch)`` (the last
+    step takes the ``T - batch (S - 1)`` points left)."""
+    return -(-T // batch)
+
+
+def step_evaluations(T: int, batch: int) -> int:
+    """Evaluations per feature drawn per step over a pass: step ``s = 1..S`` evaluates the
+    ``s`` blocks drawn so far (its own included) on each of its ``b_s`` points, so
+    ``sum_s s b_s = b S (S - 1) / 2 + S (T - b (S - 1))`` (``T (T + 1) / 2`` for ``batch = 1``;
+    docs/budgets.md §2)."""
+    S = steps(T, batch)
+    return batch * S * (S - 1) // 2 + S * (T - batch * (S - 1))
+
+
+def batch_cost(match: str, T: int, n_eval: int, h: dict) -> int | None:
+    """What one feature per step costs over a pass of setting ``h`` with ``batch > 1``, in the
+    unit of ``match`` (``None`` for one point per step: the budget's own cost of ``k``):
+    :func:`step_evaluations` evaluations, ``S`` draws, and under ``total`` the ``S`` features
+    evaluated on each of the ``n_eval`` scored points as well (docs/budgets.md §4)."""
+    b = h.get("batch") or 1
+    if b == 1:
+        return None
+    S, evals = steps(T, b), step_evaluations(T, b)
+    return {"evaluations": evals, "samples": S, "total": evals + n_eval * S}[match]
+
+
+def expected_batched(k: int, T: int, batch: int) -> dict[str, int]:
+    """The counters of a full pass with ``k`` features and ``batch`` points per step."""
+    return {"train_evals": k * step_evaluations(T, batch), "features_sampled": k * steps(T, batch)}
+
+
+@Settings.takes
+def fit_batched(
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
+) -> FitResult:
+    """Doubly SGD with mini-batches of ``batch`` points and feature blocks of ``k`` features per
+    step, as Dai et al. run it (their Section 4: "a mini-batch of points and random features at
+    each step"; Section 7: batches of 2^10 points, blocks of 2^8 features), in numpy.
+
+    Step ``s = 1..S`` (``S = ceil(T / b)``) takes the points ``P_s`` (``b`` of them, the last
+    step the rest, ``b_s``) in order, predicts every one with the current ``f_s`` (Algorithm 2:
+    each is scored on that prediction, before its label is used), draws ``omega_{s,1..k} ~ mu``
+    and steps along the mini-batch average of the doubly stochastic gradient (Dai et al. eq. 4)
+
+        zeta_s(.) = (1/b_s) sum_{l in P_s} l'(f_s(x_l), y_l) (1/k) sum_j psi(x_l; omega_{s,j})
+                    psi(.; omega_{s,j}),
+
+    ``f_{s+1} = f_s - gamma_s (zeta_s + nu f_s)`` (eq. 6), i.e. Algorithm 1, lines 5-6:
+
+        alpha_{s,j} = -gamma_s / (b_s k) sum_{l in P_s} l'(f_s(x_l), y_l) psi(x_l; omega_{s,j})
+        alpha_{i,.} <- (1 - gamma_s nu) alpha_{i,.}  for i < s.
+
+    ``gamma_s`` is the schedule's step ``s`` (the schedule counts steps, as Dai's ``gamma_t``
+    counts iterations). Step ``s`` evaluates ``k s`` features on each of its ``b_s`` points:
+    ``k sum_s s b_s`` evaluations (:func:`step_evaluations`) and ``k S`` draws in a full pass.
+    ``average`` averages the iterates ``f_1..f_S`` over the steps (:func:`averaged_coef`). The
+    losses are per point; a divergent prediction stops the pass after that point, the deadline
+    is looked at between steps."""
+    T, b = len(y), int(hp.batch)
+    S = steps(T, b)
+    run = OnlinePass(
+        y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss
+    )  # per-point losses and l'
+    gammas = step_sizes(hp.schedule, hp.eta, S, hp.decay).tolist()  # one step size per step
+    W = None  # stored omegas, allocated on the first draw (shape depends on the map)
+    c, appended = np.zeros(hp.k * S), np.zeros(hp.k * S)  # alpha = scale * c; alpha as appended
+    scale = 1.0
+    train_evals = features_sampled = played = 0  # played: steps run (a divergent one too)
+    for step in range(S):
+        t0, t1 = step * b, min(T, (step + 1) * b)
+        if t0 and out_of_time(hp.deadline):
+            run.timed_out, run.losses = True, run.losses[:t0]
+            break
+        Xs, n_old = X[t0:t1], hp.k * step
+        if n_old:
+            psi_old = fmap.matrix(Xs, W[:n_old])
+            train_evals += psi_old.size
+            f = scale * (psi_old @ c[:n_old])
+        else:
+            f = np.zeros(t1 - t0)
+        played = step + 1
+        if any(run.diverges(t, float(f[t - t0])) for t in range(t0, t1)):
+            break
+        g = np.array([run.gradient(t, float(f[t - t0])) for t in range(t0, t1)])
+        omega = fmap.sample(rng, hp.k)
+        features_sampled += len(omega)
+        if W is None:
+            W = np.empty((hp.k * S,) + omega.shape[1:], dtype=omega.dtype)
+        W[n_old : n_old + hp.k] = omega
+        psi_new = fmap.matrix(Xs, omega)
+        train_evals += psi_new.size
+        alpha = (-gammas[step] / ((t1 - t0) * hp.k)) * (g @ psi_new)
+        appended[n_old : n_old + hp.k] = alpha
+        factor = 1.0 - gammas[step] * hp.nu
+        if factor > 0.0:
+            scale *= factor
+        else:  # a step so large that the decay factor is not positive: apply it directly
+            c[:n_old] *= factor
+        c[n_old : n_old + hp.k] = alpha / scale
+        if scale < RESCALE_BELOW:
+            c[: n_old + hp.k] *= scale
+            scale = 1.0
+
+    counters = new_counters()
+    counters.update(train_evals=train_evals, features_sampled=features_sampled)
+    n_feat = hp.k * (played - run.diverged)
+    coef = scale * c[:n_feat]
+    if hp.average:
+        coef = averaged_coef(appended[:n_feat], gammas, hp.nu, hp.k, played)
+    return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
+
+
+def averaged_coef(
+    appended: np.ndarray, gammas: np.ndarray, nu: float, k: int, n: int
+) -> np.ndarray:
+    """The coefficients of the averaged iterate ``fbar = (1/n) sum_{r<n} f_r`` over the ``n``
+    rounds played (``f_r`` the predictor of round r, ``f_0 = 0``; Shrinking Gradient's
+    definition, Corollary 1 of the ILN paper), on the same features as the final predictor.
+
+    Round r appends ``alpha_{r,.}`` (``appended``, as computed in its round) and multiplies the
+    earlier coefficients by ``1 - gamma_r nu`` (Algorithm 1, line 6), so
+    ``f_{r+1} = (1 - gamma_r nu) f_r + sum_j alpha_{r,j} psi(.; omega_{r,j})`` and ``fbar``'s
+    coefficient of ``omega_{i,j}`` is ``alpha_{i,j} g_i`` with the weights ``g_i`` of
+    :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` (built from the factors, never
+    divided by their products: a factor may be <= 0 in early rounds of the ``dai`` preset,
+    ``gamma_1 nu = theta_nu``)."""
+    if n == 0:
+        return appended
+    g = iterate_weights(1.0 - np.asarray(gammas[: n - 1], dtype=float) * nu)
+    return appended * np.repeat(g[: len(appended) // k], k)
+
+
+def _agrees(kind: int) -> bool:
+    """Small passes, compiled and numpy, equal bit for bit: one and three features a round,
+    with and without the decay, final and averaged (this build's BLAS ``ddot`` / ``gemv`` and
+    cosine)."""
+    from . import random_feature_kernels as kernels
+
+    probe = np.random.default_rng(20261123)
+    D = 19
+    X = probe.standard_normal((90, D)) / 3.0
+    y = np.tanh(X[:, 0] + X[:, 1])
+    fmap = kernels.probe_map(kind, D)
+    cases = ((1, 0.0, "constant", False), (3, 0.3, "inv_sqrt", False), (3, 0.3, "inv_sqrt", True))
+    for k, nu, schedule, average in cases:
+        kw = dict(eta=0.4, k=k, nu=nu, schedule=schedule, average=average)
+        r0 = fit_numpy(X, y, fmap, np.random.default_rng(1), **kw)
+        r1 = fit_compiled(X, y, fmap, np.random.default_rng(1), **kw)
+        if not (
+            np.array_equal(r0.losses, r1.losses)
+            and np.array_equal(r0.predictor.coef, r1.predictor.coef)
+            and np.array_equal(r0.predictor.W, r1.predictor.W)
+        ):
+            return False
+    return True
+
+
+RF_CHECKS.append(_agrees)
 
 
 def theta_nu_problem(theta_nu: float) -> str | None:

@@ -24,7 +24,7 @@ from jax import lax
 from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
-from .doubly_sgd import RESCALE_BELOW
+from .doubly_sgd import RESCALE_BELOW, Settings
 from .jax_pass import Round
 
 
@@ -50,13 +50,16 @@ class State(NamedTuple):
 
 
 def static(args: dict) -> Static:
-    return Static(k=int(args["k"]))
+    """``k`` of the cell's settings (:data:`ilnrun.learners.doubly_sgd.Settings`)."""
+    return Static(k=int(Settings.of(args).k))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
-    """``gamma_t`` for every round and ``nu``."""
-    gammas = step_sizes(args.get("schedule", "constant"), args["eta"], T, args.get("decay"))
-    return {"etas": np.asarray(gammas, dtype=np.float64), "nu": np.float64(args.get("nu", 0.0))}
+    """``gamma_t`` for every round and ``nu``, from the cell's settings (their defaults the
+    spec's)."""
+    hp = Settings.of(args)
+    gammas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+    return {"etas": np.asarray(gammas, dtype=np.float64), "nu": np.float64(hp.nu)}
 
 
 def init(ctx: Round) -> State:

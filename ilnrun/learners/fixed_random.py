@@ -49,6 +49,7 @@ from ..params import Param
 from ..schedules import step_sizes
 from .base import (
     AVERAGE,
+    LOSS,
     STEP_PARAMS,
     BudgetSize,
     FeatureExpansion,
@@ -58,6 +59,7 @@ from .base import (
     average_unused,
     compiled_rounds,
     new_counters,
+    pass_settings,
     step_unused,
 )
 from .compiled import RF_CHECKS, implemented
@@ -67,21 +69,30 @@ from .implements import ANY, Implements
 SOLVERS = ("sgd", "ridge")
 
 
+PARAMS = (
+    *STEP_PARAMS,
+    Param("lam", "float", 0.0, "l2 regularization lambda", min=0, key_omit=0.0),
+    Param(
+        "solver",
+        "str",
+        "sgd",
+        "sgd (one online pass) or ridge (recursive least squares on the same features: the "
+        "ridge solution, prequential online losses; needs lam > 0; eta, schedule, decay, "
+        "average not used)",
+        choices=SOLVERS,
+        key_omit="sgd",
+    ),
+    AVERAGE,
+)
+
+# The passes' settings (fit, fit_compiled, fit_numpy, ridge_numpy and the jax pass), derived from
+# PARAMS: r (the budget's size), every parameter, and the loss.
+Settings = pass_settings("fixed_random", PARAMS, size="r", extra=(LOSS,))
+
+
+@Settings.takes
 def fit(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    r: int,
-    eta: float | None = None,
-    lam: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    solver: str = "sgd",
-    average: bool = False,
-    loss: str = "square",
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """One pass over ``(X, y)`` with ``r`` fixed random features: SGD or ridge (``solver``).
 
@@ -89,17 +100,15 @@ def fit(
     a setting it implements, :data:`COMPILED`, and a feature map the kernels know; ridge also
     :func:`ridge_compiled`), else the numpy code (:func:`fit_numpy`): the same draws and the
     same numbers, bit for bit (docs/algorithms.md §2.6)."""
-    kw = dict(eta=eta, r=r, lam=lam, schedule=schedule, decay=decay, solver=solver,
-              average=average, loss=loss, deadline=deadline)  # fmt: skip
     from . import random_feature_kernels as kernels  # numba: imported where a pass runs
 
     if (
         type(rng) is np.random.Generator
-        and implemented("fixed_random", COMPILED, kw, kernels.sgk.note)
-        and (ridge_compiled(fmap) if solver == "ridge" else kernels.use_compiled(fmap))
+        and implemented("fixed_random", COMPILED, hp.keywords(), kernels.sgk.note)
+        and (ridge_compiled(fmap) if hp.solver == "ridge" else kernels.use_compiled(fmap))
     ):
-        return fit_compiled(X, y, fmap, rng, **kw)
-    return fit_numpy(X, y, fmap, rng, **kw)
+        return fit_compiled(X, y, fmap, rng, hp)
+    return fit_numpy(X, y, fmap, rng, hp)
 
 
 def _checked(solver: str, eta: float | None, lam: float, loss: str = "square") -> None:
@@ -126,21 +135,9 @@ COMPILED = Implements(
 JAX = Implements({**COMPILED.values, "solver": ("sgd",), "average": (False,)})
 
 
+@Settings.takes
 def fit_compiled(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    r: int,
-    eta: float | None = None,
-    lam: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    solver: str = "sgd",
-    average: bool = False,
-    loss: str = "square",
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``random_feature_kernels.fr_rounds``, ``ridge_rounds``): the
     parameters drawn by ``fmap.sample`` as there, then the same pass and arithmetic; the
@@ -148,23 +145,25 @@ def fit_compiled(
     few million evaluations."""
     from . import random_feature_kernels as kernels
 
-    _checked(solver, eta, lam)
-    if loss != "square":
-        raise ValueError(f"the compiled Fixed-Random pass has the square loss only, got {loss!r}")
+    _checked(hp.solver, hp.eta, hp.lam)
+    if hp.loss != "square":
+        raise ValueError(
+            f"the compiled Fixed-Random pass has the square loss only, got {hp.loss!r}"
+        )
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
-    W = fmap.sample(rng, r)
+    W = fmap.sample(rng, hp.r)
     Ws, b = kernels.split(W, kind, fmap)
-    inv_sqrt_r = 1.0 / math.sqrt(r)
-    z, losses = np.empty(r), np.empty(T)
+    inv_sqrt_r = 1.0 / math.sqrt(hp.r)
+    z, losses = np.empty(hp.r), np.empty(T)
     state = np.array([2.0])  # the exponent of the loss
     counts = np.zeros(2, dtype=np.int64)  # train_evals, diverged
-    if solver == "ridge":
-        rls = _RidgeState(r, T, lam)
+    if hp.solver == "ridge":
+        rls = _RidgeState(hp.r, T, hp.lam)
         t, timed_out = compiled_rounds(
-            T, deadline, lambda t: r * (min(r, t + 1) + 1),
+            T, hp.deadline, lambda t: hp.r * (min(hp.r, t + 1) + 1),
             lambda t, t1: kernels.ridge_rounds(
                 t, t1, X, yv, Ws, b, inv_sqrt_r, rls.Tlam, rls.U, rls.c, rls.Z, z, rls.v,
                 rls.x, losses, state, counts,
@@ -173,18 +172,18 @@ def fit_compiled(
         )  # fmt: skip
         beta = rls.beta(t - int(counts[1]), compiled=True)  # the points added
     else:
-        etas = step_sizes(schedule, eta, T, decay)
-        beta = np.zeros(r)
-        bsum = np.zeros(r if average else 0)
+        etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+        beta = np.zeros(hp.r)
+        bsum = np.zeros(hp.r if hp.average else 0)
         t, timed_out = compiled_rounds(
-            T, deadline, lambda t: r,
+            T, hp.deadline, lambda t: hp.r,
             lambda t, t1: kernels.fr_rounds(
-                t, t1, X, yv, etas, Ws, b, inv_sqrt_r, float(lam), beta, z, losses,
+                t, t1, X, yv, etas, Ws, b, inv_sqrt_r, float(hp.lam), beta, z, losses,
                 state, counts, bsum,
             ),
             lambda: bool(counts[1]),
         )  # fmt: skip
-        if average:
+        if hp.average:
             beta = bsum / t
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=len(W))
@@ -221,35 +220,23 @@ class _RidgeState:
         return beta
 
 
+@Settings.takes
 def fit_numpy(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    r: int,
-    eta: float | None = None,
-    lam: float = 0.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    solver: str = "sgd",
-    average: bool = False,
-    loss: str = "square",
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """One pass with ``r`` fixed random features, in numpy (the reference): SGD (averaged with
     ``average``) or, with ``solver="ridge"``, recursive least squares (:func:`ridge_numpy`)."""
-    _checked(solver, eta, lam, loss)
-    if solver == "ridge":
-        return ridge_numpy(X, y, fmap, rng, r=r, lam=lam, deadline=deadline)
-    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
+    _checked(hp.solver, hp.eta, hp.lam, hp.loss)
+    if hp.solver == "ridge":
+        return ridge_numpy(X, y, fmap, rng, hp)
+    run = OnlinePass(y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss)
     etas = run.etas
-    W = fmap.sample(rng, r)
+    W = fmap.sample(rng, hp.r)
     features_sampled = len(W)
     train_evals = 0  # counted in the loop (docs/budgets.md)
-    inv_sqrt_r = 1.0 / math.sqrt(r)
-    beta = np.zeros(r)
-    bsum = np.zeros(r) if average else None
+    inv_sqrt_r = 1.0 / math.sqrt(hp.r)
+    beta = np.zeros(hp.r)
+    bsum = np.zeros(hp.r) if hp.average else None
     point = fmap.point
     for t in run.rounds():
         z = point(X[t], W)
@@ -257,30 +244,24 @@ def fit_numpy(
         train_evals += z.size
         yhat = float(beta @ z)
         diverged = run.diverges(t, yhat)
-        if average:
+        if hp.average:
             bsum += beta  # the iterate that predicted x_t
         if diverged:
             break
-        if lam:
-            beta *= 1.0 - etas[t] * lam
+        if hp.lam:
+            beta *= 1.0 - etas[t] * hp.lam
         z *= etas[t] * run.gradient(t, yhat)  # l'(yhat, y_t): yhat - y_t for the square loss
         beta -= z
-    if average:
+    if hp.average:
         beta = bsum / len(run.losses)
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters)
 
 
+@Settings.takes
 def ridge_numpy(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    r: int,
-    lam: float,
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """Recursive least squares on ``r`` fixed random features, in numpy: the plain Python of
     ``random_feature_kernels``' ``rls_*`` functions, which :func:`fit_compiled` runs compiled
@@ -288,11 +269,11 @@ def ridge_numpy(
     from . import random_feature_kernels as kernels
 
     py = kernels.python
-    run = OnlinePass(y, 1.0, "constant", None, deadline)  # eta unused: the bookkeeping only
+    run = OnlinePass(y, 1.0, "constant", None, hp.deadline)  # eta unused: the bookkeeping only
     T = len(y)
-    W = fmap.sample(rng, r)
-    inv_sqrt_r = 1.0 / math.sqrt(r)
-    rls = _RidgeState(r, T, lam)
+    W = fmap.sample(rng, hp.r)
+    inv_sqrt_r = 1.0 / math.sqrt(hp.r)
+    rls = _RidgeState(hp.r, T, hp.lam)
     U, c, Z, v, x = rls.U, rls.c, rls.Z, rls.v, rls.x
     point, predict = fmap.point, py(kernels.rls_predict)
     played = 0
@@ -306,7 +287,7 @@ def ridge_numpy(
             yhat = float(predict(U, c, t, v))
         else:
             v[:] = z
-            yhat = float(predict(U, c, r, v))
+            yhat = float(predict(U, c, hp.r, v))
         played = t + 1
         if run.diverges(t, yhat):
             played = t
@@ -316,7 +297,7 @@ def ridge_numpy(
         else:
             py(kernels.rls_primal_update)(U, c, z, run.y[t], x)
     counters = new_counters()
-    counters.update(train_evals=r * len(run.losses), features_sampled=len(W))
+    counters.update(train_evals=hp.r * len(run.losses), features_sampled=len(W))
     beta = rls.beta(played, compiled=False)
     return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters)
 
@@ -473,21 +454,7 @@ SPEC = LearnerSpec(
     short="FR",
     summary="Rahimi & Recht random features, one SGD pass or ridge on them",
     fit=fit,
-    params=(
-        *STEP_PARAMS,
-        Param("lam", "float", 0.0, "l2 regularization lambda", min=0, key_omit=0.0),
-        Param(
-            "solver",
-            "str",
-            "sgd",
-            "sgd (one online pass) or ridge (recursive least squares on the same features: the "
-            "ridge solution, prequential online losses; needs lam > 0; eta, schedule, decay, "
-            "average not used)",
-            choices=SOLVERS,
-            key_omit="sgd",
-        ),
-        AVERAGE,
-    ),
+    params=PARAMS,
     unused=_unused,
     arguments=_arguments,
     check_settings=_check_settings,

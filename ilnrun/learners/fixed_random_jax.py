@@ -21,6 +21,7 @@ import numpy as np
 from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FeatureExpansion, FitResult, new_counters
+from .fixed_random import Settings
 from .jax_pass import Round
 
 
@@ -43,13 +44,18 @@ class State(NamedTuple):
 
 
 def static(args: dict) -> Static:
-    return Static(r=int(args["r"]), use_lam=bool(args.get("lam", 0.0)))
+    """``r`` and whether ``lam`` is set, of the cell's settings
+    (:data:`ilnrun.learners.fixed_random.Settings`)."""
+    hp = Settings.of(args)
+    return Static(r=int(hp.r), use_lam=bool(hp.lam))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
-    """``eta_t`` for every round and ``lam``."""
-    etas = step_sizes(args.get("schedule", "constant"), args["eta"], T, args.get("decay"))
-    return {"etas": np.asarray(etas, dtype=np.float64), "lam": np.float64(args.get("lam", 0.0))}
+    """``eta_t`` for every round and ``lam``, from the cell's settings (their defaults the
+    spec's)."""
+    hp = Settings.of(args)
+    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+    return {"etas": np.asarray(etas, dtype=np.float64), "lam": np.float64(hp.lam)}
 
 
 def draw(st: Static, width: int, fmap_cls, p: dict, key):

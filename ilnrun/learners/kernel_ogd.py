@@ -34,6 +34,7 @@ from ..params import Param
 from ..theory import primal_evaluation
 from .base import (
     AVERAGE,
+    LOSS,
     STEP_PARAMS,
     FitResult,
     KernelExpansion,
@@ -41,6 +42,7 @@ from .base import (
     OnlinePass,
     average_unused,
     new_counters,
+    pass_settings,
     step_unused,
 )
 from .implements import ANY, Implements
@@ -49,32 +51,58 @@ from .shrinking_gradient import SHRINK_BOUND, iterate_weights, theorem1_eta
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 
 
+PARAMS = (
+    *STEP_PARAMS,
+    Param(
+        "preset",
+        "str",
+        "grid",
+        "'grid': eta and schedule from the config; 'theory': Shrinking Gradient's step of "
+        "Theorem 1, eta = B/sqrt(T), constant (like-for-like with its theory preset)",
+        choices=("grid", "theory"),
+        key_omit="grid",
+    ),
+    Param(
+        "B",
+        "float",
+        1.0,
+        "norm bound, as Shrinking Gradient's: the theory preset's eta = B/sqrt(T); the shrink "
+        "rule's threshold 16 B",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    Param(
+        "shrink",
+        "bool",
+        False,
+        "Shrinking Gradient's rule (Algorithm 1) on the exact prediction: if |yhat_t| >= 16 B, "
+        "alpha <- alpha/4 and no step",
+        key_omit=False,
+    ),
+    AVERAGE,
+)
+
+# The pass's settings (fit and the jax pass), derived from PARAMS: every parameter but the preset
+# (turned into eta and schedule by the spec: _arguments), and the loss.
+Settings = pass_settings("kernel_ogd", PARAMS, resolved=("preset",), extra=(LOSS,))
+
+
+@Settings.takes
 def fit(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    schedule: str = "constant",
-    decay: float | None = None,
-    B: float = 1.0,
-    shrink: bool = False,
-    average: bool = False,
-    loss: str = "square",
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
-    """One online pass of kernel OGD on the loss ``loss`` (:mod:`ilnrun.losses`; the square
-    loss by default: ``alpha_t = eta_t (y_t - yhat_t)``, in general
-    ``alpha_t = -eta_t l'(yhat_t, y_t)``); with ``shrink``, SG's rule: a round
+    """One online pass of kernel OGD (keywords: :data:`Settings`') on the loss ``loss``
+    (:mod:`ilnrun.losses`; the square loss by default: ``alpha_t = eta_t (y_t - yhat_t)``, in
+    general ``alpha_t = -eta_t l'(yhat_t, y_t)``); with ``shrink``, SG's rule: a round
     whose prediction has ``|yhat_t| >= 16 B`` divides ``alpha`` by 4 and takes no step. With
     ``average``, the predictor returned is the averaged iterate ``fbar = (1/n) sum_{t<n} f_t``
     over the ``n`` rounds played (Shrinking Gradient's, Corollary 1): ``alpha_t`` as appended
     times :func:`~ilnrun.learners.shrinking_gradient.iterate_weights` of the rounds' factors
     (1, or 1/4 in a round that shrinks)."""
-    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
+    run = OnlinePass(y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss)
     T, etas = run.T, run.etas
-    threshold = SHRINK_BOUND * B if shrink else math.inf
+    threshold = SHRINK_BOUND * hp.B if hp.shrink else math.inf
     alpha = np.zeros(T)
     appended = np.zeros(T)  # alpha_t as appended at round t (the averaged iterate)
     factors = np.ones(T)  # what round t multiplies the earlier alpha by (1/4 if it shrinks)
@@ -109,7 +137,7 @@ def fit(
                 v /= 4.0
             counters["shrinks"] += 1
     n = len(run.losses)
-    if average and n:
+    if hp.average and n:
         alpha = appended[:n] * iterate_weights(factors[: n - 1])
     return run.result(KernelExpansion(alpha[:n]), counters)
 
@@ -118,38 +146,6 @@ def fit(
 # (ilnrun.learners.implements): the final predictor and the square loss only. No compiled pass.
 JAX = Implements(
     dict(eta=ANY, schedule=ANY, decay=ANY, B=ANY, shrink=ANY, average=(False,), loss=("square",))
-)
-
-PARAMS = (
-    *STEP_PARAMS,
-    Param(
-        "preset",
-        "str",
-        "grid",
-        "'grid': eta and schedule from the config; 'theory': Shrinking Gradient's step of "
-        "Theorem 1, eta = B/sqrt(T), constant (like-for-like with its theory preset)",
-        choices=("grid", "theory"),
-        key_omit="grid",
-    ),
-    Param(
-        "B",
-        "float",
-        1.0,
-        "norm bound, as Shrinking Gradient's: the theory preset's eta = B/sqrt(T); the shrink "
-        "rule's threshold 16 B",
-        min=0,
-        min_exclusive=True,
-        key_omit=1.0,
-    ),
-    Param(
-        "shrink",
-        "bool",
-        False,
-        "Shrinking Gradient's rule (Algorithm 1) on the exact prediction: if |yhat_t| >= 16 B, "
-        "alpha <- alpha/4 and no step",
-        key_omit=False,
-    ),
-    AVERAGE,
 )
 
 

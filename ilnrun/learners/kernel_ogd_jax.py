@@ -23,6 +23,7 @@ from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .jax_pass import Round
+from .kernel_ogd import Settings
 from .shrinking_gradient import SHRINK_BOUND
 
 
@@ -45,13 +46,16 @@ class State(NamedTuple):
 
 
 def static(args: dict) -> Static:
-    return Static(shrink=bool(args.get("shrink", False)))
+    """``shrink`` of the cell's settings (:data:`ilnrun.learners.kernel_ogd.Settings`)."""
+    return Static(shrink=bool(Settings.of(args).shrink))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
-    """``eta_t`` for every round and ``B``."""
-    etas = step_sizes(args.get("schedule", "constant"), args["eta"], T, args.get("decay"))
-    return {"etas": np.asarray(etas, dtype=np.float64), "B": np.float64(args.get("B", 1.0))}
+    """``eta_t`` for every round and ``B``, from the cell's settings (their defaults the
+    spec's)."""
+    hp = Settings.of(args)
+    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+    return {"etas": np.asarray(etas, dtype=np.float64), "B": np.float64(hp.B)}
 
 
 def init(ctx: Round) -> State:

@@ -37,6 +37,7 @@ Cost per round is O(m log t), independent of the number of stored examples (docs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -49,7 +50,9 @@ from ..theory import TrainKernel, lemma5_ratio
 from ..threads import threads_per_cell
 from .base import (
     AVERAGE,
+    LOSS,
     STEP_PARAMS,
+    THREADS,
     BudgetSize,
     FitResult,
     KernelExpansion,
@@ -58,6 +61,7 @@ from .base import (
     average_unused,
     compiled_rounds,
     new_counters,
+    pass_settings,
     step_unused,
 )
 from .compiled import SG_CHECKS, implemented
@@ -118,26 +122,91 @@ def theory_preset(B: float, T: int, c: float) -> tuple[float, int]:
     return theorem1_eta(B, T), max(1, math.ceil(c * B**4 * T * math.log(max(B * T, math.e))))
 
 
+PARAMS = (
+    *STEP_PARAMS,
+    Param(
+        "B",
+        "float",
+        1.0,
+        "norm bound; shrink when |E_t| >= 16 B",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    Param("sampler", "str", "iid", "draws of i in Algorithm 2", choices=SAMPLERS, key_omit="iid"),
+    Param(
+        "preset",
+        "str",
+        "budget",
+        "'budget': m from the matched budget, eta from the grid; 'theory': Theorem 1's "
+        "eta = B/sqrt(T), m = ceil(c B^4 T log(BT)) (no budget matching)",
+        choices=("budget", "theory"),
+        key_omit="budget",
+    ),
+    Param(
+        "c",
+        "float",
+        C_DEFAULT,
+        "constant of the theory preset's m",
+        min=0,
+        min_exclusive=True,
+        key_omit=1.0,
+    ),
+    AVERAGE,
+    # paper 003's unbiased gradient of a non-square loss (docs/algorithms.md §1.10)
+    Param(
+        "taylor_p",
+        "float",
+        P_DEFAULT,
+        "non-square loss: paper 003's p, P(N = n) = (p-1)/p^(n+1) further Algorithm-2 "
+        "estimates a step (1/(p-1) expected; larger p: fewer, and a larger variance)",
+        min=1,
+        min_exclusive=True,
+        key_omit=P_DEFAULT,
+    ),
+    Param(
+        "taylor_cap",
+        "int",
+        None,
+        "non-square loss: the most further estimates a step draws (N > cap: the series stops; "
+        "BIASED by its remainder); null: no cap, unbiased",
+        min=0,
+        special=(None,),
+        key_omit=None,
+    ),
+    Param(
+        "taylor_zeroth",
+        "str",
+        ZEROTH_DEFAULT,
+        "non-square loss: 'exact': l'(E_t) always in the step, only the higher Taylor terms "
+        "drawn (a variance that vanishes as m grows); 'sampled': paper 003 Lemma 1's estimator "
+        "as printed, every term drawn by N (a variance >= l'(E_t)^2/(p-1) at any m)",
+        choices=ZEROTH,
+        key_omit=ZEROTH_DEFAULT,
+    ),
+)
+
+# ``printed_sign=True``: the shrink-free step with the sign of the paper's printed Algorithm 1
+# (a ``fit`` keyword for tests and research, not a config key; see the module docstring)
+PRINTED_SIGN = Param(
+    "printed_sign", "bool", False, "the step's sign as the paper prints Algorithm 1"
+)
+
+# The passes' settings (fit, fit_compiled, fit_numpy and the jax pass), derived from PARAMS: m
+# (the budget's size), every parameter but the theory preset's (turned into eta and m by the
+# spec: _arguments), the loss, the printed sign and the compiled pass's threads.
+Settings = pass_settings(
+    "shrinking_gradient",
+    PARAMS,
+    size="m",
+    resolved=("preset", "c"),
+    extra=(PRINTED_SIGN, LOSS, THREADS),
+)
+
+
+@Settings.takes
 def fit(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    m: int,
-    B: float = 1.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    sampler: str = "iid",
-    printed_sign: bool = False,
-    average: bool = False,
-    loss: str = "square",
-    taylor_p: float = P_DEFAULT,
-    taylor_cap: int | None = None,
-    taylor_zeroth: str = ZEROTH_DEFAULT,
-    deadline: float | None = None,
-    threads: int | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)``; returns final and averaged predictors.
 
@@ -151,18 +220,15 @@ def fit(
     §1.9)."""
     from . import shrinking_gradient_kernels as kernels  # numba: imported where a pass runs
 
-    if threads is None:
-        threads = threads_per_cell()
-    kw = dict(eta=eta, m=m, B=B, schedule=schedule, decay=decay, sampler=sampler)
-    kw.update(printed_sign=printed_sign, average=average, deadline=deadline, loss=loss)
-    kw.update(taylor_p=taylor_p, taylor_cap=taylor_cap, taylor_zeroth=taylor_zeroth)
+    if hp.threads is None:
+        hp = dataclasses.replace(hp, threads=threads_per_cell())
     if (
         type(rng) is np.random.Generator
-        and implemented("shrinking_gradient", COMPILED, kw, kernels.note)
+        and implemented("shrinking_gradient", COMPILED, hp.keywords(), kernels.note)
         and kernels.use_compiled(fmap)
     ):
-        return fit_compiled(X, y, fmap, rng, threads=threads, **kw)
-    return fit_numpy(X, y, fmap, rng, **kw)
+        return fit_compiled(X, y, fmap, rng, hp)
+    return fit_numpy(X, y, fmap, rng, hp)
 
 
 # What the compiled pass (fit_compiled) and the jax pass (shrinking_gradient_jax) implement, by
@@ -181,26 +247,9 @@ JAX = Implements({**COMPILED.values, "average": (False,)})
 PARALLEL_FROM = 4096
 
 
+@Settings.takes
 def fit_compiled(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    m: int,
-    B: float = 1.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    sampler: str = "iid",
-    printed_sign: bool = False,
-    average: bool = False,
-    loss: str = "square",
-    taylor_p: float = P_DEFAULT,
-    taylor_cap: int | None = None,
-    taylor_zeroth: str = ZEROTH_DEFAULT,
-    deadline: float | None = None,
-    threads: int = 1,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """:func:`fit_numpy` compiled (``shrinking_gradient_kernels.sg_rounds``): the same pass,
     draws and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does),
@@ -208,12 +257,12 @@ def fit_compiled(
     ``taylor_*`` keywords of another loss's gradient are not used)."""
     from . import shrinking_gradient_kernels as kernels
 
-    if loss != "square":
+    if hp.loss != "square":
         raise ValueError("the compiled Shrinking Gradient pass implements the square loss only")
 
     T = len(y)
     X = np.ascontiguousarray(X, dtype=float)
-    etas = step_sizes(schedule, eta, T, decay)
+    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
     yv = np.ascontiguousarray(y, dtype=float)
     a, sgn, cum = np.zeros(T), np.zeros(T), np.zeros(T)
     alpha_new, alpha_l1, losses = np.zeros(T), np.zeros(T), np.empty(T)
@@ -223,13 +272,15 @@ def fit_compiled(
     kind = kernels.kind_of(fmap)
     param = kernels.map_param(fmap)
     blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
-    if threads > 1 and m >= PARALLEL_FROM:
+    threads = hp.threads or 1  # None (a direct call): one thread
+    if threads > 1 and hp.m >= PARALLEL_FROM:
         blocks = kernels.set_threads(threads) * 4
     n, timed_out = compiled_rounds(
-        T, deadline, lambda t: max(1, m),
+        T, hp.deadline, lambda t: max(1, hp.m),
         lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, param, m, SHRINK_BOUND * B, -1.0 if printed_sign else 1.0,
-            sampler == "systematic", RESCALE_BELOW, blocks, rng,
+            t, t1, X, yv, etas, kind, param, hp.m, SHRINK_BOUND * hp.B,
+            -1.0 if hp.printed_sign else 1.0,
+            hp.sampler == "systematic", RESCALE_BELOW, blocks, rng,
             a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
         ),
         lambda: bool(counts[3]),
@@ -239,28 +290,12 @@ def fit_compiled(
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
     s = float(state[0])
     return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n], average, compiled=True)  # fmt: skip
+                   shrinks_before[:n], alpha_l1[:n], hp.average, compiled=True)  # fmt: skip
 
 
+@Settings.takes
 def fit_numpy(
-    X: np.ndarray,
-    y: np.ndarray,
-    fmap: FeatureMap,
-    rng: np.random.Generator,
-    *,
-    eta: float,
-    m: int,
-    B: float = 1.0,
-    schedule: str = "constant",
-    decay: float | None = None,
-    sampler: str = "iid",
-    printed_sign: bool = False,
-    average: bool = False,
-    loss: str = "square",
-    taylor_p: float = P_DEFAULT,
-    taylor_cap: int | None = None,
-    taylor_zeroth: str = ZEROTH_DEFAULT,
-    deadline: float | None = None,
+    X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
 ) -> FitResult:
     """One online pass of Algorithm 1 over ``(X, y)`` in numpy (the reference).
 
@@ -272,17 +307,17 @@ def fit_numpy(
     with ``p = taylor_p``; ``taylor_cap`` caps ``N`` (biased), ``taylor_zeroth`` keeps the first
     term out of the lottery (docs/algorithms.md §1.10). Every copy's ``2 m`` evaluations are
     counted in ``train_evals`` and ``features_sampled``, the copies in ``taylor_copies``."""
-    run = OnlinePass(y, eta, schedule, decay, deadline, loss)
+    run = OnlinePass(y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss)
     T, etas = run.T, run.etas
     series = run.loss.derivative_series
     if not run.square and series is None:
         raise ValueError(
-            f"Shrinking Gradient needs an analytic loss derivative: {loss!r} has no "
+            f"Shrinking Gradient needs an analytic loss derivative: {hp.loss!r} has no "
             f"derivative_series ({run.loss.no_series or 'none given'})"
         )
     copies = 0  # copies of Algorithm 2 drawn for the unbiased gradient (a non-square loss)
-    sign = -1.0 if printed_sign else 1.0
-    threshold = SHRINK_BOUND * B
+    sign = -1.0 if hp.printed_sign else 1.0
+    threshold = SHRINK_BOUND * hp.B
     a = np.zeros(T)  # alpha = s * a
     sgn = np.zeros(T)  # sgn[i] = np.sign(a[i]), kept in step with a (one gather instead of two)
     cum = np.zeros(T)  # cum[i] = sum_{j <= i} |a_j|   (append-only)
@@ -293,7 +328,7 @@ def fit_numpy(
     total = 0.0  # = cum[t - 1]: |alpha|_1 = s * total
     # counted in the loop as the features are drawn and evaluated (docs/budgets.md)
     train_evals = features_sampled = shrinks = 0
-    offsets = np.arange(m) / m if sampler == "systematic" else None
+    offsets = np.arange(hp.m) / hp.m if hp.sampler == "systematic" else None
     point = fmap.point
     pairs = fmap.pairs
     sample = fmap.sample
@@ -303,19 +338,19 @@ def fit_numpy(
         and ``alpha = s a`` (``total > 0``): one unbiased estimate of ``<f_t, phi(x_t)>``, its
         ``2 m`` evaluations counted."""
         nonlocal train_evals, features_sampled
-        u = rng.random(m) if offsets is None else offsets + rng.random() / m
+        u = rng.random(hp.m) if offsets is None else offsets + rng.random() / hp.m
         u *= total
         # searching the first t - 1 sums gives min(searchsorted(cum[:t], u), t - 1): an
         # index past the end (u * total rounded up to total) is clamped to the last example
         i, order, i_sorted = draw_indices(cum[: t - 1], u, keys_sorted=offsets is not None)
-        w = sample(rng, m)
+        w = sample(rng, hp.m)
         psi_i = gather_pairs(pairs, X, i, w, order, i_sorted)
         psi_t = point(X[t], w)
         features_sampled += len(w)
         train_evals += psi_i.size + psi_t.size
         signed = sgn.take(i)
         signed *= psi_i
-        return s * total / m * float(np.dot(signed, psi_t))
+        return s * total / hp.m * float(np.dot(signed, psi_t))
 
     for t in run.rounds():  # round t + 1 of the paper; examples 0..t-1 are stored
         shrinks_before[t] = shrinks
@@ -331,7 +366,7 @@ def fit_numpy(
             elif total > 0.0:  # paper 003's unbiased l'(<f_t, phi(x_t)>, y_t), around E_t
                 g, n = estimate_derivative(
                     lambda x0, k, y_t=y_t: series(x0, y_t, k), E, estimate, rng,
-                    p=taylor_p, cap=taylor_cap, zeroth=taylor_zeroth,
+                    p=hp.taylor_p, cap=hp.taylor_cap, zeroth=hp.taylor_zeroth,
                 )  # fmt: skip
                 copies += n
                 step = -sign * etas[t] * g
@@ -360,7 +395,7 @@ def fit_numpy(
         counters["taylor_copies"] = copies
     n = len(run.losses)
     return _result(s * a[:n], run.losses, counters, run.diverged, run.timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n], average)  # fmt: skip
+                   shrinks_before[:n], alpha_l1[:n], hp.average)  # fmt: skip
 
 
 def _result(
@@ -457,70 +492,6 @@ SG_CHECKS.append(_agrees)
 
 # ----------------------------------------------------------------------------------------------
 # spec: what the pipeline knows about Shrinking Gradient
-
-PARAMS = (
-    *STEP_PARAMS,
-    Param(
-        "B",
-        "float",
-        1.0,
-        "norm bound; shrink when |E_t| >= 16 B",
-        min=0,
-        min_exclusive=True,
-        key_omit=1.0,
-    ),
-    Param("sampler", "str", "iid", "draws of i in Algorithm 2", choices=SAMPLERS, key_omit="iid"),
-    Param(
-        "preset",
-        "str",
-        "budget",
-        "'budget': m from the matched budget, eta from the grid; 'theory': Theorem 1's "
-        "eta = B/sqrt(T), m = ceil(c B^4 T log(BT)) (no budget matching)",
-        choices=("budget", "theory"),
-        key_omit="budget",
-    ),
-    Param(
-        "c",
-        "float",
-        C_DEFAULT,
-        "constant of the theory preset's m",
-        min=0,
-        min_exclusive=True,
-        key_omit=1.0,
-    ),
-    AVERAGE,
-    # paper 003's unbiased gradient of a non-square loss (docs/algorithms.md §1.10)
-    Param(
-        "taylor_p",
-        "float",
-        P_DEFAULT,
-        "non-square loss: paper 003's p, P(N = n) = (p-1)/p^(n+1) further Algorithm-2 "
-        "estimates a step (1/(p-1) expected; larger p: fewer, and a larger variance)",
-        min=1,
-        min_exclusive=True,
-        key_omit=P_DEFAULT,
-    ),
-    Param(
-        "taylor_cap",
-        "int",
-        None,
-        "non-square loss: the most further estimates a step draws (N > cap: the series stops; "
-        "BIASED by its remainder); null: no cap, unbiased",
-        min=0,
-        special=(None,),
-        key_omit=None,
-    ),
-    Param(
-        "taylor_zeroth",
-        "str",
-        ZEROTH_DEFAULT,
-        "non-square loss: 'exact': l'(E_t) always in the step, only the higher Taylor terms "
-        "drawn (a variance that vanishes as m grows); 'sampled': paper 003 Lemma 1's estimator "
-        "as printed, every term drawn by N (a variance >= l'(E_t)^2/(p-1) at any m)",
-        choices=ZEROTH,
-        key_omit=ZEROTH_DEFAULT,
-    ),
-)
 
 TAYLOR_KEYS = frozenset({"taylor_p", "taylor_cap", "taylor_zeroth"})
 

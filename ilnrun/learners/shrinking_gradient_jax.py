@@ -33,7 +33,7 @@ from ..jax_ops import tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .jax_pass import Round
-from .shrinking_gradient import RESCALE_BELOW, SHRINK_BOUND, average_weights
+from .shrinking_gradient import RESCALE_BELOW, SHRINK_BOUND, Settings, average_weights
 
 
 class Static(NamedTuple):
@@ -67,17 +67,18 @@ class State(NamedTuple):
 
 
 def static(args: dict) -> Static:
-    return Static(
-        m=int(args["m"]),
-        sampler=args.get("sampler", "iid"),
-        printed_sign=bool(args.get("printed_sign", False)),
-    )
+    """``m``, the sampler and the printed sign of the cell's settings
+    (:data:`ilnrun.learners.shrinking_gradient.Settings`)."""
+    hp = Settings.of(args)
+    return Static(m=int(hp.m), sampler=hp.sampler, printed_sign=bool(hp.printed_sign))
 
 
 def inputs(args: dict, T: int) -> dict[str, np.ndarray]:
-    """The cell's traced numbers: ``eta_t`` for every round and ``B``."""
-    etas = step_sizes(args.get("schedule", "constant"), args["eta"], T, args.get("decay"))
-    return {"etas": np.asarray(etas, dtype=np.float64), "B": np.float64(args.get("B", 1.0))}
+    """The cell's traced numbers: ``eta_t`` for every round and ``B`` (the settings' defaults
+    the spec's)."""
+    hp = Settings.of(args)
+    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+    return {"etas": np.asarray(etas, dtype=np.float64), "B": np.float64(hp.B)}
 
 
 def init(ctx: Round) -> State:
