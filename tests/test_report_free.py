@@ -263,6 +263,7 @@ VERDICT_FREE = (
     "Selected at the edge of its grid",
     "One repetition",
     "Shrinking Gradient against the best competitor: none",
+    "The learners learn with different losses",  # a note on units (classification), no claim
 )
 
 
