@@ -1,7 +1,7 @@
-"""The three worked examples of docs/architecture.md §4–§6 (``toy_learner``, ``toy_feature_map``,
-``toy_dataset``) registered together, each by its one registry line, so that the plugin-contract
-tests — the tests that iterate over ``LEARNERS``, ``FEATURE_MAPS`` and ``DATASETS`` — run over a
-correct new plugin of every kind as well as over the built-ins (issue 27, Deliver 7: no test may
+"""The four worked examples of docs/architecture.md §4–§6.1 (``toy_learner``, ``toy_feature_map``,
+``toy_dataset``, ``toy_loss``) registered together, each by its one registry line, so that the
+plugin-contract tests — the tests that iterate over ``LEARNERS``, ``FEATURE_MAPS``, ``DATASETS``
+and ``LOSSES`` — run over a correct new plugin of every kind as well as over the built-ins (issue 27, Deliver 7: no test may
 assume that a registry holds only the built-ins).
 
 Two ways in:
@@ -22,16 +22,19 @@ from collections.abc import Callable
 import toy_dataset
 import toy_feature_map
 import toy_learner
+import toy_loss
 
 from ilnrun.datasets import DATASETS
 from ilnrun.features import FEATURE_MAPS
 from ilnrun.learners import LEARNERS
+from ilnrun.losses import LOSSES
 
 ENV = "ILNRUN_TOY_PLUGINS"  # "1": register the toys for the whole pytest run
 
 LEARNER = toy_learner.SPEC
 FEATURE_MAP = toy_feature_map.ToySign
 DATASET = toy_dataset.SPEC
+LOSS = toy_loss.SPEC
 
 
 def enabled() -> bool:
@@ -40,8 +43,8 @@ def enabled() -> bool:
 
 
 def register(setitem: Callable[[dict, str, object], None] | None = None) -> None:
-    """Add the toy learner, feature map and dataset to the registries, each by the line a
-    contributor adds (docs/architecture.md §4–§6). ``setitem`` (``monkeypatch.setitem``) undoes
+    """Add the toy learner, feature map, dataset and loss to the registries, each by the line a
+    contributor adds (docs/architecture.md §4–§6.1). ``setitem`` (``monkeypatch.setitem``) undoes
     it at the end of a test; without it, the toys stay registered for the process."""
 
     def put(registry: dict, key: str, value: object) -> None:
@@ -51,3 +54,4 @@ def register(setitem: Callable[[dict, str, object], None] | None = None) -> None
     put(LEARNERS, LEARNER.name, LEARNER)
     put(FEATURE_MAPS, FEATURE_MAP.name, FEATURE_MAP)
     put(DATASETS, DATASET.name, DATASET)
+    put(LOSSES, LOSS.name, LOSS)
