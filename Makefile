@@ -32,14 +32,14 @@ test-kernels: install
 	  OPENBLAS_CORETYPE=$$k MPLBACKEND=Agg $(BIN)/python -m pytest $(KERNEL_TESTS) || exit $$?; \
 	done
 
-# The plugin-contract tests (those that iterate over the learner, feature-map and dataset
-# registries) with a toy learner, map and dataset registered for the whole run
+# The plugin-contract tests (those that iterate over the learner, feature-map, dataset and loss
+# registries) with a toy learner, map, dataset and loss registered for the whole run
 # (tests/toy_plugins.py, docs/architecture.md §4): no test may assume the built-ins alone.
 PLUGIN_TESTS := tests/test_contracts.py tests/test_features.py tests/test_engine_validation.py \
                 tests/test_estimators_derived.py tests/test_roundtrip.py tests/test_architecture.py \
                 tests/test_select_on.py tests/test_cli_list.py tests/test_primal.py \
                 tests/test_worked_examples.py tests/test_toy_plugins.py tests/test_engine_jax.py \
-                tests/test_compiled.py tests/test_compiled_random_features.py
+                tests/test_compiled.py tests/test_compiled_random_features.py tests/test_losses.py
 test-plugins: install
 	ILNRUN_TOY_PLUGINS=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PLUGIN_TESTS)
 

@@ -1,8 +1,8 @@
 """The four worked examples of docs/architecture.md §4–§6.1 (``toy_learner``, ``toy_feature_map``,
 ``toy_dataset``, ``toy_loss``) registered together, each by its one registry line, so that the
 plugin-contract tests — the tests that iterate over ``LEARNERS``, ``FEATURE_MAPS``, ``DATASETS``
-and ``LOSSES`` — run over a correct new plugin of every kind as well as over the built-ins (issue 27, Deliver 7: no test may
-assume that a registry holds only the built-ins).
+and ``LOSSES`` — run over a correct new plugin of every kind as well as over the built-ins
+(issue 27, Deliver 7: no test may assume that a registry holds only the built-ins).
 
 Two ways in:
 
