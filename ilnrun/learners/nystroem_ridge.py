@@ -96,6 +96,24 @@ def _blocks(n: int):
         yield a, min(n, a + ROWS)
 
 
+def nystroem_features(X: np.ndarray, T: int, fmap: FeatureMap, rng: np.random.Generator, rank: int):
+    """The Nyström features of the first ``T`` rows of ``X``: ``r = min(rank, T)`` landmark rows
+    ``L`` drawn uniformly without replacement with ``rng`` (sorted), scikit-learn's ``Nystroem``
+    fitted on the symmetrised ``K_LL``, and ``Z = K_LL^{-1/2} k_L(X)`` built in blocks of rows.
+    Returns ``(landmarks, L, nys, Z)``; it costs ``r² + T r`` kernel values."""
+    from sklearn.kernel_approximation import Nystroem
+
+    r = min(int(rank), T)
+    landmarks = np.sort(rng.choice(T, size=r, replace=False))
+    L = X[landmarks]
+    K_LL = fmap.kernel(L, L)
+    nys = Nystroem(kernel="precomputed", n_components=r, random_state=0).fit((K_LL + K_LL.T) / 2)
+    Z = np.empty((T, r))
+    for a, b in _blocks(T):
+        Z[a:b] = nys.transform(fmap.kernel(X[a:b], L))
+    return landmarks, L, nys, Z
+
+
 def fit(
     X: np.ndarray,
     y: np.ndarray,
@@ -109,19 +127,12 @@ def fit(
     """Nyström kernel ridge regression on ``(X, y)`` with ``min(rank, T)`` landmarks;
     leave-one-out losses of the ridge stage as the per-round losses."""
     from scipy.linalg import cho_factor, solve_triangular  # scipy, sklearn: where a fit runs
-    from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import Ridge
 
     T = len(y)
-    r = min(int(rank), T)
+    landmarks, L, nys, Z = nystroem_features(X, T, fmap, rng, rank)
+    r = len(landmarks)
     counters = new_counters()
-    landmarks = np.sort(rng.choice(T, size=r, replace=False))
-    L = X[landmarks]
-    K_LL = fmap.kernel(L, L)
-    nys = Nystroem(kernel="precomputed", n_components=r, random_state=0).fit((K_LL + K_LL.T) / 2)
-    Z = np.empty((T, r))
-    for a, b in _blocks(T):
-        Z[a:b] = nys.transform(fmap.kernel(X[a:b], L))
     counters["kernel_evals"] = r * r + T * r
     penalty = T * ridge
     model = Ridge(alpha=penalty, fit_intercept=False, solver="cholesky", copy_X=False)

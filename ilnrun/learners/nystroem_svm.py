@@ -32,7 +32,7 @@ from ..features import FeatureMap
 from ..losses import LOSSES
 from ..params import Param
 from .base import FeatureExpansion, FitResult, LearnerSpec, new_counters
-from .nystroem_ridge import RANK, LandmarkKernel, _blocks
+from .nystroem_ridge import RANK, LandmarkKernel, nystroem_features
 from .nystroem_ridge import memory as _ridge_memory
 from .nystroem_ridge import seconds as _ridge_seconds
 
@@ -59,21 +59,13 @@ def fit_linear(
     """Nyström features of ``min(rank, T)`` landmarks and the linear classifier ``solver()`` (a
     scikit-learn estimator with ``coef_``, fitted without an intercept) on ``(Z, y)``, ``y`` in
     {-1, +1}; the training losses of ``loss`` as the per-round losses."""
-    from sklearn.kernel_approximation import Nystroem
-
     y = np.asarray(y, dtype=float)
     if not np.all(np.abs(y) == 1.0):
         raise ValueError(f"a {loss} classifier needs labels in {{-1, +1}}")
     T = len(y)
-    r = min(int(rank), T)
+    landmarks, L, nys, Z = nystroem_features(X, T, fmap, rng, rank)
+    r = len(landmarks)
     counters = new_counters()
-    landmarks = np.sort(rng.choice(T, size=r, replace=False))
-    L = X[landmarks]
-    K_LL = fmap.kernel(L, L)
-    nys = Nystroem(kernel="precomputed", n_components=r, random_state=0).fit((K_LL + K_LL.T) / 2)
-    Z = np.empty((T, r))
-    for a, b in _blocks(T):
-        Z[a:b] = nys.transform(fmap.kernel(X[a:b], L))
     counters["kernel_evals"] = r * r + T * r
     if len(np.unique(y)) < 2:  # one class: nothing to separate, the zero predictor
         beta = np.zeros(r)
