@@ -57,7 +57,9 @@ reproduce-figure1: install
 	$(BIN)/python -c 'import sys, time; print(f"reproduce-figure1: {time.time() - float(sys.argv[1]):.1f} s (run and plot, --jobs {sys.argv[2]})")' "$$t0" "$(JOBS)"
 
 # Benchmarks (a few minutes; not part of `make test`): prints a table and writes
-# experiments/performance/REPORT.md. Run it on an otherwise idle machine.
+# experiments/performance/REPORT.md. Run it on an otherwise idle machine. Its last step,
+# bench/gpu.py, measures the jax engine on a GPU where one is at hand (about 7 minutes more,
+# recorded in experiments/performance/gpu.json) and else prints "no GPU: skipped".
 # BENCH_AGAINST: the git revision whose code figure1 is also timed (default: the previous commit).
 BENCH_AGAINST ?= HEAD~1
 bench: install

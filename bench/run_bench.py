@@ -28,6 +28,10 @@ What is measured (wall-clock seconds from ``time.perf_counter`` unless stated; t
    samples per second for one cell and for lockstep batches against the numpy engine in the same
    run, and ``ilnrun run configs/figure1_paper_grid.yaml --engine jax`` end to end with a cold
    compilation cache (an empty temporary one) and a warm one (the same again).
+8. (``bench/gpu.py``, run at the end) GPU figures: on a GPU, figure1 on the jax engine and single
+   and batched Shrinking Gradient cells at T = 10^5 and 10^6 (Theorem 1's too) against the
+   compiled CPU pass, recorded in ``experiments/performance/gpu.json`` and the report; without a
+   GPU it prints ``no GPU: skipped`` and writes the recorded figures (or says there are none).
 
 Usage: ``python bench/run_bench.py [--quick] [--jobs 2] [--skip-figure1] [--skip-jax]
 [--only-jax] [--out PATH]``.
@@ -924,6 +928,12 @@ def main() -> None:
         + (["--quick"] if q else [])
         + ([] if args.skip_figure1 or q else ["--figure1", "--against", args.against])
         + ["--jobs", str(args.jobs)],
+        check=True,
+    )
+    # section 8: GPU figures where a GPU is at hand, else the recorded ones (--quick: those)
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu.py"), "--report", args.out]
+        + (["--render-only"] if q else ["--record"]),
         check=True,
     )
     print(f"wrote {args.out}")
