@@ -616,6 +616,12 @@ class BudgetSize:
     its size spends (Doubly SGD's ``batch``): that cost for grid setting ``h``, ``None`` where it
     is ``cost``'s; the size of such a setting is derived from the same target by the same rule
     (:func:`ilnrun.budget.setting_size`).
+
+    ``setting_params`` names the setting parameters that change the size a setting takes
+    (those ``setting_cost`` reads, and those by which the spec's ``uses_budget`` lets a setting
+    fix its size instead of taking the budget's: Doubly SGD's ``batch`` and ``block``); the
+    report's table of derived sizes gives the size of each of their values in a grid that sets
+    them (docs/budgets.md §4).
     """
 
     name: str
@@ -624,6 +630,7 @@ class BudgetSize:
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
     setting_cost: Callable[[str, int, int, dict], int | None] | None = None
+    setting_params: tuple[str, ...] = ()
 
     def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
         """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner
