@@ -340,7 +340,7 @@ class _SpecEstimator(BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__}: the pass diverged at round {len(res.losses)} of "
                 f"{len(y)} (a prediction was non-finite or above 1e6 in the learner's label "
-                "units); lower eta",
+                "units, or its loss was not finite); lower eta",
                 ConvergenceWarning,
                 stacklevel=4,  # the caller of fit, past the _fit_context wrapper
             )

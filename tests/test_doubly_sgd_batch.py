@@ -181,6 +181,48 @@ def test_a_batch_cell_spends_the_matched_budget(tmp_path):
     assert int(eight["features_sampled"]) == k * dsgd.steps(T, 8)
 
 
+def test_the_report_states_each_batch_setting_s_size(tmp_path):
+    """The report's table of derived sizes gives Doubly SGD's ``k`` per value of ``batch`` and
+    ``block`` in its grid (a batch's ``k`` derived from the target for its own cost, a fixed
+    block's as fixed, without a budget), with a line saying how; a grid at the defaults keeps
+    the budget's ``k`` alone (what every report of a run without batches shows)."""
+    import pandas as pd
+
+    from ilnrun.report.sections.setup import size_cell
+
+    cfg = tiny_config(
+        repetitions=1,
+        **{"dataset.D": 20},
+        methods={
+            "doubly_sgd": {"eta": 0.3, "batch": [1, 8], "block": [None, 3]},
+            "fixed_random": {"eta": 0.3},
+        },
+    )
+    path = write_config(tmp_path / "c.yaml", cfg)
+    res = invoke(["run", path, "--out", tmp_path / "out", "--jobs", "1", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert invoke(["report", tmp_path / "out"]).exit_code == 0
+    text = (tmp_path / "out" / "REPORT.md").read_text()
+    runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    dsgd_rows = runs[runs["method"] == "doubly_sgd"]
+    k8 = int(dsgd_rows.loc[(dsgd_rows["batch"] == 8) & dsgd_rows["block"].isna(), "k"].iloc[0])
+    assert k8 == round(target("evaluations", 4, 30) / dsgd.step_evaluations(30, 8)) != 4
+    r = int(runs.loc[runs["method"] == "fixed_random", "r"].iloc[0])
+    fixed = "3 (batch {}, block 3; fixed by the setting, no budget)"
+    cell = "; ".join(["4 (batch 1)", fixed.format(1), f"{k8} (batch 8)", fixed.format(8)])
+    assert f"| 30 | 4 | 1,860 | {cell} | {r} |" in text
+    assert "- Doubly SGD's k per value of `batch`, `block` in its grid:" in text
+    # the cells run with those sizes (a block's cells have no budget)
+    blocks = dsgd_rows[dsgd_rows["block"] == 3]
+    assert (blocks["k"] == 3).all() and blocks["dsgd_k"].isna().all()
+    # a grid at the defaults: the budget's k alone (as before batches existed)
+    b = derive("evaluations", 4, 30)
+    assert size_cell(LEARNERS["doubly_sgd"], {"eta": [0.3, 1.0]}, b) == 4
+    assert size_cell(LEARNERS["doubly_sgd"], {"eta": 0.3, "batch": 1}, b) == 4
+    assert size_cell(LEARNERS["fixed_random"], {"eta": 0.3}, b) == b.size("r")
+    assert size_cell(LEARNERS["doubly_sgd"], {"eta": 0.3, "batch": 8}, b) == f"{k8} (batch 8)"
+
+
 def test_a_fixed_block_takes_no_budget():
     """``block`` set: that many features per step, and the setting takes no size."""
     spec = LEARNERS["doubly_sgd"]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import invoke, write_config
+from scipy import stats
 from test_committed_reports import (
     ERROR_TABLE,
     MIN_REPETITIONS,
@@ -147,6 +148,77 @@ def test_the_test_error_verdict_agrees_with_the_runs(clf_repo):
     # budget; against the mean 3 learners + SG's Algorithm-2 row
     assert checked == (2 + 3 + 1) + 4
     assert "verdict tables make **6 comparisons**" in text
+
+
+def _difference(a: pd.Series, b: pd.Series) -> str:
+    """``a − b`` paired by repetition as the report writes it (``+0.05 [+0.01, +0.09]``),
+    computed here with scipy's t quantile."""
+    d = (a - b).dropna().to_numpy(dtype=float)
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return f"{d.mean():+.3g} [{d.mean() - half:+.3g}, {d.mean() + half:+.3g}]"
+
+
+def test_the_gap_to_the_batch_fit_is_in_test_error(clf_repo):
+    """With ±1 labels the gap to the batch fit is each learner's test error rate minus the batch
+    reference's, paired by repetition: a hinge learner and a hinge reference have no NMSE, so
+    the NMSE gap said "no data" for every learner. The headline states it against the best
+    batch reference (here the only one), the table against each."""
+    text, folder = report_of(clf_repo)
+    runs = runs_of(folder)
+    sel = runs[runs["selected"].astype(bool)]
+
+    def errors(method: str) -> pd.Series:
+        return sel[sel["method"] == method].set_index("repetition")["test_error"]
+
+    ref = errors("nystroem_svm")
+    headline = section(text, "## Headline")
+    (line,) = [x for x in headline.split("\n") if x.startswith("- Gap to the batch fit")]
+    assert line.startswith(
+        "- Gap to the batch fit at k = 4, with the closed-form kernel, in test error rate (the "
+        f"batch reference: Nyström + LinearSVC (batch), test error rate {ref.mean():.4g} ± "
+    )
+    assert "no data" not in line and "NMSE" not in line
+    title = "**Gap to the batch fit: test error rate minus Nyström + LinearSVC (batch)'s**"
+    table = text.split(title)[1].split("\n\n**")[0]
+    for method, name, short in (
+        ("shrinking_gradient", "Shrinking Gradient", "SG"),
+        ("doubly_sgd", "Doubly SGD", "DSGD"),
+    ):
+        want = _difference(errors(method), ref)
+        assert f"{short} {want}" in line
+        assert f"| {name} − NSVM | 4 | {want} |" in table
+
+
+def test_each_loss_has_its_own_yardsticks(clf_repo):
+    """Shrinking Gradient learns the square loss, Doubly SGD and the reference the hinge: the
+    test-loss table is given per loss, each with that loss's best constant and zero predictor
+    (the hinge's zero predictor is 1, the square loss's ½ mean y² = ½), and the table against
+    the mean predictor puts each loss's yardstick row above its learners."""
+    text, folder = report_of(clf_repo)
+    runs = runs_of(folder)
+    table = section(text, "## Test loss")
+    assert "The table is given per loss" in table
+    groups = (
+        ("square", "½(p−y)²", ["Shrinking Gradient"]),
+        ("hinge", "max(0,1−yp)", ["Doubly SGD", "Nyström + LinearSVC (batch)"]),
+    )
+    for loss, formula, names in groups:
+        caption = f"Loss `{loss}`, {formula}: {', '.join(names)}."
+        block = table.split(caption)[1].split("\n\n", 2)[1]
+        head, _, row = block.strip().split("\n")
+        assert head == "| k | " + " | ".join(names) + " | mean predictor | zero predictor |"
+        cells = [c.strip() for c in row.strip()[1:-1].split(" | ")]
+        of_loss = runs[runs["loss"] == loss].groupby("repetition")
+        for shown, column in zip(cells[-2:], ("test_loss_const", "test_loss_zero"), strict=True):
+            assert (of_loss[column].nunique() == 1).all()  # data-only: one value a repetition
+            want = of_loss[column].first().mean()
+            assert math.isclose(float(shown.split(" ± ")[0]), want, rel_tol=1e-3), (loss, column)
+    against = text.split("**Test loss against the mean predictor**")[1].split("\n\n")[1]
+    rows = [r.split(" | ")[0].lstrip("| ") for r in against.split("\n")[2:]]
+    hinge = rows.index("mean predictor's test loss on all test points, hinge loss (the yardstick)")
+    assert rows[0] == "mean predictor's test loss on all test points, square loss (the yardstick)"
+    assert rows[hinge + 1] == "Doubly SGD < mean predictor"
+    assert rows[1] == "Shrinking Gradient < mean predictor"
 
 
 def test_the_recheck_finds_a_changed_test_error_cell_word_and_majority(clf_repo):

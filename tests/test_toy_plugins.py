@@ -135,3 +135,36 @@ def test_a_toy_loss_in_the_classifiers(monkeypatch):
     assert not hasattr(est, "predict_proba")
     fr = FixedRandomClassifier(r=30, eta=0.1, loss=name, feature_map="relu", random_state=5)
     assert not fr.fit(d.X_train, y).diverged_ and fr.score(d.X_test, y_test) > 0.6
+
+
+def test_a_toy_loss_that_overflows_stops_the_pass_without_a_numpy_warning(monkeypatch):
+    """``exp(−y p)`` overflows near ``|p| = 710``, long before the divergence bound ``1e6``. The
+    pass stops at that round (``diverged_``; the overflowed loss is its last) and the classifier
+    says so by its ``ConvergenceWarning`` alone: numpy's overflow warning is silenced where the
+    overflow is detected (``OnlinePass.diverges``), not left to escape first, and the pass never
+    steps along the infinite derivative (which warned again, and made ``inf − inf`` products)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ilnrun.estimators import DoublySGDClassifier, FixedRandomClassifier, KernelOGDClassifier
+
+    toy_plugins.register(monkeypatch.setitem)
+    name = toy_plugins.LOSS.name
+    d = toy_pm1(np.random.default_rng(4), D=4, T=200, n_val=5, n_test=20, flip=0.0)
+    y = np.where(d.y_train > 0, "pos", "neg")
+    for cls, size in ((DoublySGDClassifier, {"k": 3}), (FixedRandomClassifier, {"r": 30})):
+        for eta in (3.0, 100.0, 1e4):
+            est = cls(eta=eta, loss=name, feature_map="fourier", random_state=5, **size)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est.fit(d.X_train, y)
+            shown = [(w.category.__name__, str(w.message)[:80]) for w in caught]
+            assert [w.category for w in caught] == [ConvergenceWarning], (cls, eta, shown)
+            assert "or its loss was not finite" in str(caught[0].message)
+            assert est.diverged_ and np.isfinite(est.online_losses_[:-1]).all()
+    est = KernelOGDClassifier(eta=100.0, loss=name, feature_map="fourier", random_state=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(d.X_train, y)
+    assert [w.category for w in caught] == [ConvergenceWarning] and est.diverged_

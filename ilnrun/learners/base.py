@@ -120,12 +120,25 @@ class OnlinePass:
 
     def diverges(self, t: int, yhat: float) -> bool:
         """Records round ``t``'s loss; True (``diverged``, losses cut after round ``t``) when
-        ``yhat`` is divergent: the pass must stop."""
+        ``yhat`` is divergent (:func:`is_divergent`) or, under a loss other than the square loss,
+        the loss at ``yhat`` is not finite: the pass must stop.
+
+        A loss that grows exponentially (docs/architecture.md §6.1's ``exp(−y p)``) overflows at
+        ``|yhat|`` near 710, long before the bound of :func:`is_divergent`; its value is then
+        ``inf``, and that is this round's divergence, reported by the pass's ``diverged`` (and
+        the cell's ``diverged in fit``, docs/protocol.md §4). numpy's overflow warning is
+        silenced here, around this one evaluation, because the overflow is detected and
+        reported by the stop; without it the pass would go on to step along an infinite
+        derivative. The square loss keeps its arithmetic (the committed numbers'), and is finite
+        wherever :func:`is_divergent` is False."""
+        blown = False
         if self.square:
             self.losses[t] = 0.5 * (yhat - self.y[t]) ** 2
         else:
-            self.losses[t] = self.loss.value(yhat, self.y[t])
-        if is_divergent(yhat):
+            with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss: the stop
+                self.losses[t] = self.loss.value(yhat, self.y[t])
+            blown = not math.isfinite(self.losses[t])
+        if blown or is_divergent(yhat):
             self.diverged = True
             self.losses = self.losses[: t + 1]
             return True
@@ -603,6 +616,12 @@ class BudgetSize:
     its size spends (Doubly SGD's ``batch``): that cost for grid setting ``h``, ``None`` where it
     is ``cost``'s; the size of such a setting is derived from the same target by the same rule
     (:func:`ilnrun.budget.setting_size`).
+
+    ``setting_params`` names the setting parameters that change the size a setting takes
+    (those ``setting_cost`` reads, and those by which the spec's ``uses_budget`` lets a setting
+    fix its size instead of taking the budget's: Doubly SGD's ``batch`` and ``block``); the
+    report's table of derived sizes gives the size of each of their values in a grid that sets
+    them (docs/budgets.md §4).
     """
 
     name: str
@@ -611,6 +630,7 @@ class BudgetSize:
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
     setting_cost: Callable[[str, int, int, dict], int | None] | None = None
+    setting_params: tuple[str, ...] = ()
 
     def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
         """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner

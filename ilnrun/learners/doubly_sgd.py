@@ -565,6 +565,7 @@ SPEC = LearnerSpec(
         doc="random features drawn per round (per step with a batch)",
         # with batch > 1, what one feature per step costs (the size is derived for the batch)
         setting_cost=batch_cost,
+        setting_params=("batch", "block"),  # a batch's k is its own; a block fixes k
     ),
     # every drawn feature is kept: k S parameters, coefficients and coefficients as appended
     # (S = T steps of one point)

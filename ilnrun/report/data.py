@@ -464,6 +464,18 @@ class ReportData:
         first = self.runs.groupby("method", sort=False)["loss"].first()
         return {m: str(first.get(m, "square")) for m in self.methods}
 
+    def loss_groups(self) -> list[tuple[str | None, list[str]]]:
+        """``(loss, learners)`` per loss, in learner order, when the learners learn with
+        different losses (:meth:`mixed_losses`): the tables whose yardsticks are losses give
+        each loss its own (its best constant's and the zero predictor's loss, in that loss);
+        ``[(None, every learner)]`` when they share one loss."""
+        if not self.mixed_losses():
+            return [(None, self.methods)]
+        groups: dict[str, list[str]] = {}
+        for m, loss in self.losses.items():
+            groups.setdefault(loss, []).append(m)
+        return [(loss, ms) for loss, ms in groups.items()]
+
     def mixed_losses(self) -> str | None:
         """A sentence when the learners learn with different losses (their losses are then in
         different units: compare them by ``test_error``), else ``None``."""
@@ -690,23 +702,62 @@ class ReportData:
             a.set_index("repetition")["test_nmse"], b.set_index("repetition")["test_nmse"]
         )
 
+    def gap_error(self, method: str, ref: str, k: int | None, x: Any) -> dict:
+        """``method``'s test error rate minus the batch reference ``ref``'s, both at their
+        settings selected on their own validation loss, paired by repetition
+        (:func:`ilnrun.stats.paired_error_difference`): the gap to the batch fit of a
+        classification run, in the one unit every loss shares (docs/protocol.md §8.2)."""
+        a = pick(self.runs, method, self.keys(k if self.budgeted(method) else None, x), None)
+        b = pick(self.runs, ref, self.keys(None, x), None)
+        return paired_error_difference(
+            a.set_index("repetition")["test_error"], b.set_index("repetition")["test_error"]
+        )
+
+    @property
+    def gap_metric(self) -> str:
+        """What the gap to the batch fit compares: ``test_error`` in a classification run
+        (:attr:`classifies`; learners and references with different losses have no common
+        NMSE, a hinge or logistic learner none at all), else ``test_nmse``."""
+        return "test_error" if self.classifies else "test_nmse"
+
     def gap_rows(self) -> list[tuple[str, str, int | None, list[dict]]]:
-        """(batch reference, online learner, budget, paired ratios per x value) for every
-        learner that is not batch, when a batch reference ran."""
+        """(batch reference, online learner, budget, paired comparisons per x value) for every
+        learner that is not batch, when a batch reference ran: NMSE ratios (:meth:`gap`), or in
+        a classification run differences of test error rates (:meth:`gap_error`)."""
+        gap = self.gap_error if self.gap_metric == "test_error" else self.gap
         out = []
         for ref in self.batch:
             for m in self.methods:
                 if m in self.batch:
                     continue
                 for k in self.ks if self.budgeted(m) else [None]:
-                    out.append((ref, m, k, [self.gap(m, ref, k, x) for x in self.xs]))
+                    out.append((ref, m, k, [gap(m, ref, k, x) for x in self.xs]))
         return out
 
-    def yardstick(self, metric: str, x: Any, method: str | None = None) -> str:
+    def best_batch(self) -> str | None:
+        """The batch reference with the lowest mean test error rate of its selected settings
+        (averaged over the x values; the first of equals, in registry order): the one the
+        headline of a classification run measures the gap to. ``None`` without one."""
+        means = {}
+        for ref in self.batch:
+            vals = [
+                float(s["test_error_mean"].iloc[0])
+                for x in self.xs
+                if len(s := self.summary_rows(ref, None, x)) and "test_error_mean" in s
+            ]
+            vals = [v for v in vals if math.isfinite(v)]
+            if vals:
+                means[ref] = sum(vals) / len(vals)
+        return min(means, key=means.__getitem__) if means else None
+
+    def yardstick(
+        self, metric: str, x: Any, method: str | None = None, among: list[str] | None = None
+    ) -> str:
         """A yardstick as ``mean ± ci`` at one x value: a data-only one (``test_loss_const``,
-        ``test_loss_const_subset``) from the first learner that has it there, or ``method``'s
-        own (a batch reference's ``test_nmse``)."""
-        for m in self.methods if method is None else [method]:
+        ``test_loss_const_subset``) from the first learner that has it there (of ``among``,
+        the learners of one loss, when given: a loss's yardstick is in that loss), or
+        ``method``'s own (a batch reference's ``test_nmse``)."""
+        for m in (among if among is not None else self.methods) if method is None else [method]:
             s = self.summary_rows(m, None, x)
             if len(s) and f"{metric}_mean" in s and s["n"].fillna(0).iloc[0] > 0:
                 return fmt(s[f"{metric}_mean"].iloc[0], s[f"{metric}_ci95"].iloc[0])

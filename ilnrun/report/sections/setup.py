@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import product
 
-from ...budget import derive
+from ...budget import Budget, derive, setting_size
 from ...cell import DIVERGED_FACTOR
-from ...config.grid import as_list
+from ...config.grid import as_list, method_grid
 from ...config.keys import EDGES_OK, grid_params
 from ...config.schema import data_lines
 from ...datasets import DATASETS
 from ...datasets.base import NOISE_CHOICE
 from ...features import FEATURE_MAPS
 from ...learners import LEARNERS, budgeted
+from ...learners.base import LearnerSpec
 from ...losses import LOSSES
 from ..data import ONE_REPETITION, ReportData, label, m_test_text, md_table
 from .selection import selection_sentence
@@ -67,13 +68,15 @@ def render(r: ReportData) -> list[str]:
     for T in T_values:
         for k in r.ks:
             d = derive(b["match"], k, int(T), _scored_points(cfg, T))
-            rows.append([T, k, f"{d.target:,}"] + [d.size(s.budget.name) for s in specs])
+            rows.append(
+                [T, k, f"{d.target:,}"] + [size_cell(s, cfg["methods"][s.name], d) for s in specs]
+            )
     head = ["T", "k", f"target ({b['match']})"] + [f"{s.budget.name} ({s.short})" for s in specs]
-    L += [
-        md_table(head, rows),
-        "",
-        "- Grids (every point is run for every setting and repetition):",
-    ]
+    L += [md_table(head, rows), ""]
+    for i, spec in enumerate(specs):  # a learner whose sizes differ by setting: how
+        if any(isinstance(row[3 + i], str) for row in rows):
+            L.append(size_note(spec))
+    L.append("- Grids (every point is run for every setting and repetition):")
     for m, params in cfg["methods"].items():
         L += grid_lines(m, params, [int(T) for T in T_values])
     L += [
@@ -93,6 +96,55 @@ def render(r: ReportData) -> list[str]:
     for m in r.methods:
         L += [f"- {c}" for c in LEARNERS[m].choices]
     return L + [""]
+
+
+def size_cell(spec: LearnerSpec, params: Mapping, budget: Budget) -> int | str:
+    """A budgeted learner's cell of the derived-sizes table: the budget's size, or, where the
+    learner's grid sets the parameters that change it (``BudgetSize.setting_params``: Doubly
+    SGD's ``batch`` and ``block``) to other values than their defaults, the size of each of
+    their values in the grid, in grid order: ``4 (batch 1); 31 (batch 8)``. A batch setting's
+    size is the target over its own unit cost, rounded by the budget's rule
+    (:func:`ilnrun.budget.setting_size`); a setting that fixes its size (Doubly SGD's
+    ``block``) takes no budget and is said to (docs/budgets.md §4). A grid at the defaults
+    gives the plain size, so the table of such a run reads as before these parameters."""
+    name, shaped = spec.budget.name, spec.budget.setting_params
+    plain = budget.size(name)
+    if not shaped:
+        return plain
+    sizes: dict[tuple, tuple[int, bool]] = {}  # values of the shaping parameters -> size, fixed
+    for h in method_grid(spec.name, dict(params)):
+        values = tuple(h.get(p) for p in shaped)
+        if values in sizes:
+            continue
+        if spec.takes_budget(h):
+            sizes[values] = (setting_size(budget, spec.name, h), False)
+        else:
+            sizes[values] = (spec.fit_arguments(h, None, budget.T)[name], True)
+    if all(v is None for values in sizes for v in values):
+        return plain
+    default = {p.name: p.default for p in spec.params}
+    parts = []
+    for values, (size, fixed) in sizes.items():
+        named = [
+            f"{p} {v if v is not None else default.get(p)}"
+            for p, v in zip(shaped, values, strict=True)
+            if v is not None or default.get(p) is not None
+        ]
+        what = ", ".join(named) + ("; fixed by the setting, no budget" if fixed else "")
+        parts.append(f"{size} ({what})" if what else str(size))
+    return "; ".join(parts)
+
+
+def size_note(spec: LearnerSpec) -> str:
+    """The line under the derived-sizes table for a learner whose cell gives a size per value of
+    its ``setting_params`` (:func:`size_cell`)."""
+    name = spec.budget.name
+    params = ", ".join(f"`{p}`" for p in spec.budget.setting_params)
+    return (
+        f"- {spec.label}'s {name} per value of {params} in its grid: the target divided by what "
+        f"one unit of {name} spends in that setting, rounded by the same rule; a setting that "
+        f"fixes {name} itself takes no budget (docs/budgets.md §4)."
+    )
 
 
 def grid_lines(method: str, params: dict, Ts: list[int]) -> list[str]:

@@ -1,10 +1,12 @@
 """Test loss, test NMSE and online loss of every learner's selected setting (mean ± 95% CI; the
-value alone with one repetition), with the zero and best-constant (mean) predictors beside them;
+value alone with one repetition), with the zero and best-constant (mean) predictors beside them
+(a test-loss table per loss, each with its own, when the learners learn with different losses);
 for ±1 labels the test error rate with the majority class beside it, and the test loss named as
 each learner's loss (the logistic loss's is the log-loss) (docs/protocol.md §8, §8.1)."""
 
 from __future__ import annotations
 
+from ...losses import LOSSES
 from ..data import ONE_REPETITION, ReportData, label, md_table
 
 YARDSTICKS = (
@@ -35,8 +37,14 @@ ERROR_MARKS = (
 LOG_LOSS = (
     "The labels are ±1: each learner's test loss is its own loss ({each}); that of the "
     "logistic loss `log(1 + e^(−y f(x)))` is the **log-loss** (the negative log-likelihood "
-    "of `P(y = +1) = σ(f(x))`, in nats), the others are no log-likelihood. The yardstick "
-    "columns are those of the first learner that has them (its loss's best constant)."
+    "of `P(y = +1) = σ(f(x))`, in nats), the others are no log-likelihood. {yardsticks}"
+)
+ONE_LOSS_YARDSTICKS = (
+    "The yardstick columns are in that loss (its best constant's and the zero predictor's)."
+)
+PER_LOSS_YARDSTICKS = (
+    "The table is given per loss, each with its learners and that loss's yardsticks (its best "
+    "constant's and the zero predictor's loss), so that every row compares numbers in one unit."
 )
 
 
@@ -70,7 +78,6 @@ TABLES = (
 def render(r: ReportData) -> list[str]:
     """One table per budget with a row per x value; with no x axis, one table with a row per
     budget."""
-    head = [label(m) for m in r.methods]
     L = []
     for metric, title, yard in TABLES:
         if f"{metric}_mean" not in r.summary:
@@ -82,30 +89,47 @@ def render(r: ReportData) -> list[str]:
             L += [str(r.mixed_losses()), ""]
         if metric == "test_loss" and r.classifies:
             each = ", ".join(f"{label(m)}: {v}" for m, v in r.losses.items())
-            L += [LOG_LOSS.format(each=each), ""]
+            yardsticks = PER_LOSS_YARDSTICKS if r.mixed_losses() else ONE_LOSS_YARDSTICKS
+            L += [LOG_LOSS.format(each=each, yardsticks=yardsticks), ""]
         if metric == "test_error":
             marks = ERROR_MARKS if r.tested else ONE_REPETITION
             L += [f"{ERROR_YARDSTICK} {marks}" if flag else ERROR_YARDSTICK, ""]
         elif flag:
             L += [f"{YARDSTICKS} {MARKS if r.tested else ONE_REPETITION}", ""]
         yhead = [h for _, h in yard]
+        # a loss's yardsticks are in that loss: with different losses, one table per loss
+        groups = r.loss_groups() if metric == "test_loss" else [(None, r.methods)]
         if r.xa is None:
-            rows = [
-                [k if k is not None else "—"]
-                + [r.cell(m, metric, k, None, flag) for m in r.methods]
-                + [r.yardstick(c, None) for c, _ in yard]
-                for k in r.ks or [None]
-            ]
-            L += [md_table(["k", *head, *yhead], rows), ""]
+            for loss, methods in groups:
+                rows = [
+                    [k if k is not None else "—"]
+                    + [r.cell(m, metric, k, None, flag) for m in methods]
+                    + [r.yardstick(c, None, among=methods) for c, _ in yard]
+                    for k in r.ks or [None]
+                ]
+                L += loss_caption(loss, methods)
+                L += [md_table(["k", *[label(m) for m in methods], *yhead], rows), ""]
             continue
         for k in r.ks or [None]:
-            rows = [
-                [x]
-                + [r.cell(m, metric, k, x, flag) for m in r.methods]
-                + [r.yardstick(c, x) for c, _ in yard]
-                for x in r.xs
-            ]
             if k is not None:
                 L += [f"Budget k = {k}:", ""]
-            L += [md_table([r.xa, *head, *yhead], rows), ""]
+            for loss, methods in groups:
+                rows = [
+                    [x]
+                    + [r.cell(m, metric, k, x, flag) for m in methods]
+                    + [r.yardstick(c, x, among=methods) for c, _ in yard]
+                    for x in r.xs
+                ]
+                L += loss_caption(loss, methods)
+                L += [md_table([r.xa, *[label(m) for m in methods], *yhead], rows), ""]
     return L
+
+
+def loss_caption(loss: str | None, methods: list[str]) -> list[str]:
+    """The line above one loss's table (``Loss `hinge`, max(0,1−yp): Doubly SGD, ...``); none
+    when every learner shares the loss (one table)."""
+    if loss is None:
+        return []
+    spec = LOSSES.get(loss)
+    formula = f", {spec.label}" if spec is not None else ""
+    return [f"Loss `{loss}`{formula}: {', '.join(label(m) for m in methods)}.", ""]

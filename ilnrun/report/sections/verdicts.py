@@ -358,18 +358,24 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
             else f"the first {r.cfg['evaluation'].get('n_test_estimated', 'all')} test points, "
             "where the Algorithm-2 loss is measured"
         )
-        rows.append(
-            [f"mean predictor's test loss on {points} (the yardstick)", "—"]
-            + [r.yardstick(const, x) for x in r.xs]
-            + (["—"] if r.tested else [])
-        )
-        for m, k, ps, v in mrows:
-            name = label(m) + (f" ({how} test loss)" if metric != "test_loss" else "")
+        # with different losses, each loss's yardstick row above its learners' rows
+        for loss, methods in r.loss_groups():
+            own = [row for row in mrows if row[0] in methods]
+            if not own:
+                continue
+            in_loss = f", {loss} loss" if loss is not None else ""
             rows.append(
-                [f"{name} < mean predictor", k if k is not None else "—"]
-                + [fmt(p["mean"], p["ci"], 3) for p in ps]
-                + ([v] if r.tested else [])
+                [f"mean predictor's test loss on {points}{in_loss} (the yardstick)", "—"]
+                + [r.yardstick(const, x, among=methods) for x in r.xs]
+                + (["—"] if r.tested else [])
             )
+            for m, k, ps, v in own:
+                name = label(m) + (f" ({how} test loss)" if metric != "test_loss" else "")
+                rows.append(
+                    [f"{name} < mean predictor", k if k is not None else "—"]
+                    + [fmt(p["mean"], p["ci"], 3) for p in ps]
+                    + ([v] if r.tested else [])
+                )
     counted = (
         "verdicts count the data settings where the difference is significant"
         if r.tested
@@ -378,7 +384,9 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
     return [
         "**Test loss against the mean predictor** (learner − training-mean constant on the same "
         "test points, paired by repetition; negative = the learner beats the mean; the "
-        f"yardstick rows give the mean predictor's own loss on those points; {counted}):",
+        "yardstick rows give the mean predictor's own loss on those points"
+        + (", one per loss above the learners of that loss" if r.mixed_losses() else "")
+        + f"; {counted}):",
         "",
         md_table([*head, *(["verdict"] if r.tested else [])], rows),
         "",
