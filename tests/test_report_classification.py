@@ -288,3 +288,24 @@ def test_a_regression_report_has_no_test_error_section(finished_run, tmp_path):
         assert absent not in text
     runs = pd.read_csv(tmp_path / "results" / "runs.csv")
     assert "test_error" not in runs or runs["test_error"].isna().all()
+
+
+def test_the_best_competitor_is_chosen_by_test_error(clf_repo):
+    """In a classification run the headline's best competitor is the one with the lowest mean
+    test error rate (a hinge learner has no NMSE, so choosing by NMSE never found Doubly SGD
+    here), and the line gives the paired difference of error rates, recomputed from runs.csv."""
+    text, folder = report_of(clf_repo)
+    runs = runs_of(folder)
+    sel = runs[runs["selected"].astype(bool)]
+
+    def errors(method: str) -> pd.Series:
+        return sel[sel["method"] == method].set_index("repetition")["test_error"]
+
+    (line,) = [
+        x for x in section(text, "## Headline").split("\n") if "against the best competitor" in x
+    ]
+    assert "Doubly SGD (the lowest mean test error rate" in line
+    assert "NMSE" not in line
+    sg, dsgd = errors("shrinking_gradient"), errors("doubly_sgd")
+    assert _difference(sg, dsgd) in line
+    assert f"(error rate {sg.mean():.3g} against {dsgd.mean():.3g})" in line

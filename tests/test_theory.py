@@ -142,3 +142,17 @@ def test_theory_preset_and_regret_through_the_cli(tmp_path):
     assert len(budgeted) == 2 * 2 * 2 and (budgeted["eta"] == 0.3).all()
     assert runs["regret"].notna().all() and (runs["lemma5_max_ratio"].dropna() <= 1).all()
     assert np.allclose(runs["regret"] + runs["best_loss_B"] > 0, True)
+
+
+def test_lemma5_is_checked_for_the_square_loss_only():
+    """Lemma 5's proof bounds a step by the square loss's derivative; paper 003's Taylor
+    estimate of another loss's derivative is unbounded, so no ratio is recorded for it
+    (docs/algorithms.md §1.6) — and for the square loss the same pass is checked."""
+    from ilnrun.learners.base import FitResult
+    from ilnrun.learners.shrinking_gradient import _diagnostics
+
+    res = FitResult.__new__(FitResult)
+    res.extras = {"alpha_l1": np.array([0.5, 100.0])}
+    args = {"schedule": "constant", "eta": 0.1, "B": 1.0}
+    assert _diagnostics(res, args, 2)["lemma5_max_ratio"] > 1.0
+    assert np.isnan(_diagnostics(res, {**args, "loss": "logistic"}, 2)["lemma5_max_ratio"])

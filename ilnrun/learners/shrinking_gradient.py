@@ -519,7 +519,13 @@ def _arguments(h: dict, m: int | None, T: int) -> dict:
 
 def _diagnostics(res: FitResult, args: dict, T: int) -> dict:
     """Lemma 5's ratio ``max_t |alpha^(t+1)|_1 / ((16B + 1) sum_{s<=t} eta_s)`` (<= 1 iff the
-    bound held all along the pass)."""
+    bound held all along the pass). Square loss only (NaN otherwise): the lemma's proof bounds
+    each step's coefficient by ``|E_t - y_t| <= 16B + 1``, the square loss's derivative at a
+    shrunk estimate; paper 003's Taylor estimate of another loss's derivative is unbiased but
+    not bounded (its weight ``p^{N+1}/(p - 1)`` grows with the drawn order ``N``), so the lemma
+    says nothing of those passes (docs/algorithms.md §1.10)."""
+    if args.get("loss", "square") != "square":
+        return {"lemma5_max_ratio": math.nan}
     etas = step_sizes(args["schedule"], args["eta"], T, args.get("decay"))
     return {"lemma5_max_ratio": lemma5_ratio(res.extras["alpha_l1"], etas, args["B"])}
 

@@ -664,34 +664,42 @@ class ReportData:
             for s, o, k, ps in rows
         ]
 
-    def mean_nmse(self, method: str, k: int | None, x: Any, mode: str | None = None) -> float:
-        """The mean test NMSE over repetitions of ``method``'s selected setting at (k, x) in the
-        runs of protocol ``mode`` (:meth:`view`; for the proposed learner without the kernel its
-        Algorithm-2 ``test_nmse_estimated``); a learner whose NMSE that view does not carry (a
-        feature learner scored on the Algorithm-2 points) by its rows as written: its selection
-        is the same in both views. ``inf`` when a repetition diverged, NaN without rows."""
+    def mean_metric(
+        self, method: str, k: int | None, x: Any, mode: str | None = None, column: str = "test_nmse"
+    ) -> float:
+        """The mean ``column`` (``test_nmse``, or ``test_error`` in a classification run) over
+        repetitions of ``method``'s selected setting at (k, x) in the runs of protocol ``mode``
+        (:meth:`view`; for the proposed learner without the kernel its Algorithm-2 estimate); a
+        learner whose column that view does not carry (a feature learner scored on the
+        Algorithm-2 points) by its rows as written: its selection is the same in both views.
+        ``inf`` when a repetition diverged, NaN without rows."""
         keys = self.keys(k if self.budgeted(method) else None, x)
         for runs in (self.view(mode), self.runs):
             rows = pick(runs, method, keys, None) if runs is not None else None
-            if rows is not None and "test_nmse" in rows and rows["test_nmse"].notna().any():
-                return float(rows["test_nmse"].mean())
+            if rows is not None and column in rows and rows[column].notna().any():
+                return float(rows[column].mean())
         return math.nan
 
+    def mean_nmse(self, method: str, k: int | None, x: Any, mode: str | None = None) -> float:
+        """:meth:`mean_metric` of ``test_nmse``."""
+        return self.mean_metric(method, k, x, mode, "test_nmse")
+
     def best_competitor(
-        self, subject: str, k: int | None, x: Any, mode: str
+        self, subject: str, k: int | None, x: Any, mode: str, column: str = "test_nmse"
     ) -> tuple[str, float] | None:
         """The competitor of ``subject`` in the verdicts of ``mode`` (:meth:`compared_in`) with
-        the lowest mean test NMSE (:meth:`mean_nmse`) of its validation-selected setting at
-        budget ``k`` and x value ``x``, with that NMSE; ``None`` when no competitor has one."""
-        nmse = {
+        the lowest mean ``column`` (:meth:`mean_metric`: test NMSE, or test error rate) of its
+        validation-selected setting at budget ``k`` and x value ``x``, with that mean; ``None``
+        when no competitor has one."""
+        means = {
             o: v
             for o in self.compared_in(mode)
-            if o != subject and not math.isnan(v := self.mean_nmse(o, k, x, mode))
+            if o != subject and not math.isnan(v := self.mean_metric(o, k, x, mode, column))
         }
-        if not nmse:
+        if not means:
             return None
-        best = min(nmse, key=nmse.__getitem__)  # the first of equals, in registry order
-        return best, nmse[best]
+        best = min(means, key=means.__getitem__)  # the first of equals, in registry order
+        return best, means[best]
 
     def gap(self, method: str, ref: str, k: int | None, x: Any) -> dict:
         """``method``'s test NMSE as a multiple of the batch reference ``ref``'s, both at their

@@ -1,15 +1,18 @@
 """The headline's "Shrinking Gradient against the best competitor" lines (docs/protocol.md §7.3):
 per budget and protocol, the competitor with the lowest mean test NMSE at its validation-selected
-setting, and the proposed learner's paired test-loss ratio against it, read from the report's
-verdict tables (the same cells, intervals and Holm-adjusted words: no test is added)."""
+setting, and the proposed learner's paired test-loss ratio against it; in a classification run
+(±1 labels), the competitor with the lowest mean test error rate and the paired difference of
+error rates, which share one unit whatever loss each learner learns with (§7.4). Both are read
+from the report's verdict tables (the same cells, intervals and Holm-adjusted words: no test is
+added)."""
 
 from __future__ import annotations
 
 import math
 
-from ...stats import counted_verdict, ratio_word
+from ...stats import counted_verdict, difference_word, ratio_word
 from ..data import ReportData, label, short
-from .verdicts import ratio_cell
+from .verdicts import difference_cell, ratio_cell
 
 
 def _x_text(r: ReportData, x: object) -> str:
@@ -39,6 +42,8 @@ def headline_lines(r: ReportData, protocol: dict[str, str]) -> list[str]:
             f"- {label(s)} against the best competitor: none (no other budgeted learner ran)."
             for s in r.proposed
         ]
+    if r.classifies:
+        return _error_lines(r, protocol)
     family = r.verdict_family()
     L = []
     for mode in protocol:
@@ -85,4 +90,58 @@ def headline_lines(r: ReportData, protocol: dict[str, str]) -> list[str]:
                     f"- {label(subject)} against the best competitor{at}, {protocol[mode]}: "
                     f"{who}; {ratio}: {'; '.join(parts)}{word}."
                 )
+    return L
+
+
+def _error_lines(r: ReportData, protocol: dict[str, str]) -> list[str]:
+    """The lines of a classification run: per proposed learner and budget, in the protocol of
+    the test-error verdict (:attr:`~ilnrun.report.data.ReportData.error_mode`), the competitor
+    with the lowest mean test error rate (:meth:`~ilnrun.report.data.ReportData.best_competitor`
+    by ``test_error``), both mean error rates, and the cell of the test-error verdict table:
+    the mean paired difference ``error(proposed) − error(competitor)`` with its 95% interval;
+    the verdict word counted over the x values. NMSE is not used: a hinge or logistic learner
+    has none, and NMSEs of learners with different losses do not compare."""
+    mode = r.error_mode
+    if mode not in protocol:
+        return []
+    table = r.verdict_family().get((mode, "test_error", None), [])
+    cells = {(s, o, k): ps for s, o, k, ps in table}
+    L = []
+    for subject in r.proposed:
+        for k in r.ks or [None]:
+            found = [
+                (x, i, best)
+                for i, x in enumerate(r.xs)
+                if (best := r.best_competitor(subject, k, x, mode, "test_error")) is not None
+                and (subject, best[0], k) in cells
+            ]
+            if not found:
+                continue
+            others = {best[0] for _, _, best in found}
+            one = len(others) == 1
+            parts, words = [], []
+            for x, i, (other, v) in found:
+                p = cells[(subject, other, k)][i]
+                own = r.mean_metric(subject, k, x, mode, "test_error")
+                where = f"{_x_text(r, x)}: " if _x_text(r, x) else ""
+                name = "" if one else f"{label(other)}, "
+                parts.append(
+                    f"{where}{name}{difference_cell(p, label(other))} "
+                    f"(error rate {own:.3g} against {v:.3g})"
+                )
+                words.append(difference_word(p, short(subject)))
+            several = r.xa and len(found) > 1
+            if one:
+                other = label(next(iter(others)))
+                every = f" at every {r.xa}" if several else ""
+                who = f"{other}{every} (the lowest mean test error rate at its selected setting)"
+            else:
+                who = f"per {r.xa}, the competitor with the lowest mean test error rate"
+            at = f" at k = {k}" if k is not None else ""
+            word = f": **{counted_verdict(words, r.xa)}**" if r.tested else ""
+            L.append(
+                f"- {label(subject)} against the best competitor{at}, {protocol[mode]}: {who}; "
+                f"{short(subject)}'s test error rate minus the competitor's, paired by repetition "
+                f"(with both mean error rates): {'; '.join(parts)}{word}."
+            )
     return L
