@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import product
 
-from ...budget import derive
+from ...budget import Budget, derive, setting_size
 from ...cell import DIVERGED_FACTOR
 from ...config.grid import as_list
 from ...config.keys import EDGES_OK, grid_params
@@ -64,16 +64,26 @@ def render(r: ReportData) -> list[str]:
     ]
     specs = [s for s in budgeted() if s.name in cfg["methods"]]
     rows = []
+    # the learners some of whose cells took a size of their own, with the budget's own sizes
+    own: dict[str, list[int]] = {}
     for T in T_values:
         for k in r.ks:
             d = derive(b["match"], k, int(T), _scored_points(cfg, T))
-            rows.append([T, k, f"{d.target:,}"] + [d.size(s.budget.name) for s in specs])
+            row: list = [T, k, f"{d.target:,}"]
+            for s in specs:
+                taken = sizes_taken(r, s, int(T), k, d)
+                row.append(", ".join(str(v) for v in taken))
+                if taken != [d.size(s.budget.name)]:
+                    own.setdefault(s.name, []).append(d.size(s.budget.name))
+            rows.append(row)
     head = ["T", "k", f"target ({b['match']})"] + [f"{s.budget.name} ({s.short})" for s in specs]
-    L += [
-        md_table(head, rows),
-        "",
-        "- Grids (every point is run for every setting and repetition):",
-    ]
+    L += [md_table(head, rows), ""]
+    for m, budget_sizes in own.items():
+        size = LEARNERS[m].budget
+        why = size.setting_doc or "some of its settings take a size of their own"
+        shown = ", ".join(str(v) for v in budget_sizes)
+        L.append(f"- {label(m)}: {why}; at its own unit cost `{size.name}` would be {shown}.")
+    L += ["- Grids (every point is run for every setting and repetition):"]
     for m, params in cfg["methods"].items():
         L += grid_lines(m, params, [int(T) for T in T_values])
     L += [
@@ -136,6 +146,25 @@ def applies(choice: str, ds: dict) -> bool:
         return False
     noise = ds.get("noise") or 0.0
     return not (choice.startswith(NOISE_CHOICE) and not any(as_list(noise)))
+
+
+def sizes_taken(r: ReportData, spec, T: int, k: int, d: Budget) -> list[int]:
+    """The sizes learner ``spec``'s cells at ``T`` and Doubly SGD's ``k`` ran with, ascending:
+    its size column in ``runs.csv`` (what the run derived, ``budget.setting_size``: a setting
+    may take a size of its own, docs/budgets.md §4a), or where no such row is recorded the
+    sizes its grid's settings derive from ``d`` (``d``'s own size where none takes one)."""
+    name = spec.budget.name
+    runs = r.runs
+    if name in runs and {"T", "dsgd_k"} <= set(runs.columns):
+        rows = runs[(runs["method"] == spec.name) & (runs["T"] == T) & (runs["dsgd_k"] == k)]
+        got = sorted({int(v) for v in rows[name].dropna()})
+        if got:
+            return got
+    from ...config import grid
+
+    settings = grid.method_grid(spec.name, r.cfg["methods"][spec.name])
+    derived = {setting_size(d, spec.name, h) for h in settings if spec.takes_budget(h)}
+    return sorted(derived) or [d.size(name)]
 
 
 def _scored_points(cfg: Mapping, T: int) -> int:
