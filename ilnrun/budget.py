@@ -24,8 +24,18 @@ whose quotient is exactly half-way breaks the tie towards the proposed learner's
 all learners agree as closely as possible (``k = 1, T = 200``: ``m = 51``, ``r = 101``: 20 298,
 20 200 and 20 100 evaluations, within 1% of each other).
 
+A grid setting whose parameters change what a unit of its size spends declares that cost too
+(``BudgetSize.setting_cost``) and takes its own size from the same target by the same rule
+(:func:`setting_size`): Doubly SGD with ``batch > 1``, and Shrinking Gradient with a non-square
+loss, whose unbiased gradient draws ``1/(p − 1)`` further Algorithm-2 estimates a step in
+expectation (paper 003's Taylor copies): its ``m`` is sized so that the **expected** spend, the
+copies included, meets the target (docs/budgets.md §4a). :func:`derive`'s sizes, and the
+proposed learner's spend that breaks the competitors' ties (``anchor``), are those of the
+learners' own costs, whatever the settings.
+
 The learners count their own evaluations; ``tests/test_budget.py`` and the contract tests check
-the counters against ``expected`` of each spec.
+the counters against ``expected`` of each spec (``tests/test_sg_budget.py`` the mean of the
+copies' random spend against the target).
 """
 
 from __future__ import annotations
@@ -97,9 +107,10 @@ def derive(match: str, per_round: int, T: int, n_eval: int = 0) -> Budget:
     )
 
 
-def _rounded(goal: int, cost: int, proposed: bool, anchor: int | None) -> int:
+def _rounded(goal: int, cost: int | Fraction, proposed: bool, anchor: int | None) -> int:
     """``goal / cost`` rounded: halves to even for the proposed learner, else an exact half
-    towards the proposed learner's spend ``anchor`` (the target where there is none)."""
+    towards the proposed learner's spend ``anchor`` (the target where there is none). ``cost``
+    may be a fraction (a cost in expectation): the quotient is exact either way."""
     q = Fraction(goal, cost)
     if proposed or q.denominator != 2:
         return int(round(q))
@@ -111,8 +122,9 @@ def _rounded(goal: int, cost: int, proposed: bool, anchor: int | None) -> int:
 def setting_size(budget: Budget, method: str, h: dict) -> int:
     """The size learner ``method``'s grid setting ``h`` takes from ``budget``: the budget's size
     for the learner, or, where the setting changes what a unit of the size spends
-    (``BudgetSize.setting_cost``: Doubly SGD with ``batch > 1``), the target divided by that
-    cost, rounded by :func:`derive`'s rule (docs/budgets.md §4)."""
+    (``BudgetSize.setting_cost``: Doubly SGD with ``batch > 1``, Shrinking Gradient with a
+    non-square loss), the target divided by that cost, rounded by :func:`derive`'s rule
+    (docs/budgets.md §4, §4a)."""
     spec = LEARNERS[method]
     b = spec.budget
     cost = None
@@ -123,10 +135,17 @@ def setting_size(budget: Budget, method: str, h: dict) -> int:
     return _rounded(budget.target, cost, spec.role == "proposed", budget.anchor)
 
 
-def expected_counts(method: str, budget: Budget, T: int | None = None) -> dict[str, int]:
+def expected_counts(
+    method: str, budget: Budget, T: int | None = None, h: dict | None = None
+) -> dict[str, int]:
     """The counters learner ``method`` must report under ``budget`` (its spec's formula; ``T``
-    defaults to the budget's)."""
+    defaults to the budget's); with grid setting ``h``, those of the setting at its own size
+    (:func:`setting_size`; in expectation, rounded, for a setting that draws a random number of
+    evaluations: ``BudgetSize.expected_for``)."""
     b = LEARNERS[method].budget
     if b is None:
         raise ValueError(f"{method!r} has no feature budget")
-    return b.expected(budget.size(b.name), budget.T if T is None else T)
+    T = budget.T if T is None else T
+    if h is None:
+        return b.expected(budget.size(b.name), T)
+    return b.expected_for(setting_size(budget, method, h), T, h)

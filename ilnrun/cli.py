@@ -529,22 +529,33 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     for T in Ts:
         for k in sorted({c.per_round for c in cells if c.per_round is not None}):
             b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
-            sizes = ", ".join(
-                f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
-                for m in budgeted
-            )
-            click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
-            # settings whose size is derived for themselves (Doubly SGD's batch)
+            # each setting's own size (Doubly SGD's batch, Shrinking Gradient's Taylor copies
+            # change what a unit spends: budget.setting_size), by learner
             seen: list = []
+            taken: dict[str, dict[int, list[dict]]] = {}
             for c in cells:
                 if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
                     continue
                 seen.append((c.method, c.hyper))
-                name = LEARNERS[c.method].budget.name
                 own = setting_size(b, c.method, c.hyper)
-                if own != b.size(name):
-                    shown = ", ".join(f"{p}={v}" for p, v in c.hyper.items() if v is not None)
-                    click.echo(f"#     {name}={own} ({c.method}: {shown})")
+                taken.setdefault(c.method, {}).setdefault(own, []).append(c.hyper)
+            # a learner whose settings all take one size is shown with it, else with the budget's
+            shown = {
+                m: next(iter(taken[m]))
+                if len(taken.get(m, ())) == 1
+                else b.size(LEARNERS[m].budget.name)
+                for m in budgeted
+            }
+            sizes = ", ".join(f"{LEARNERS[m].budget.name}={shown[m]} ({m})" for m in budgeted)
+            click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
+            # the settings whose size is not the budget's: one line per learner and size, with
+            # the values its settings share, and why (BudgetSize.setting_doc)
+            for method, by_size in taken.items():
+                size = LEARNERS[method].budget
+                for own, hypers in by_size.items():
+                    if own != b.size(size.name):
+                        why = f": {size.setting_doc}" if size.setting_doc else ""
+                        click.echo(f"#     {size.name}={own} ({method}{_shared(hypers)}){why}")
     for name, params in cfg.methods.items():
         notes = LEARNERS[name].notes
         if notes is not None:
@@ -554,6 +565,19 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
         click.echo(f"# {line}")
     for line in cost.summary_lines(work, jobs, cells, est):
         click.echo(f"# {line}")
+
+
+def _shared(hypers: list[dict]) -> str:
+    """``: key=value, …`` of the values every one of ``hypers`` (grid settings) shares, with
+    ``; n settings`` where there are several (a learner's settings that take one size)."""
+    first = hypers[0]
+    common = [
+        f"{p}={v}"
+        for p, v in first.items()
+        if v is not None and all(h.get(p) == v for h in hypers[1:])
+    ]
+    text = f": {', '.join(common)}" if common else ""
+    return text + (f"; {len(hypers)} settings" if len(hypers) > 1 else "")
 
 
 def _numpy_fallbacks(methods: Mapping, engine: str, Ts: list[int]) -> list[str]:

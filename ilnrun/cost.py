@@ -392,7 +392,7 @@ def estimates(work: Workload) -> list[CellEstimate]:
                         p = fmap.primal_dim(D)
                         diag_n = T if p is None else min(T, p)
                     evals = (
-                        spec.budget.expected(size, T)["train_evals"]
+                        spec.budget.expected_for(size, T, args)["train_evals"]
                         if spec.budget is not None and size
                         else T * (T - 1) // 2
                     )
@@ -441,7 +441,8 @@ def seconds(
     spec = LEARNERS[name]
     kv = kernel_value_seconds(fmap_kind, D)
     # a map's own elementwise cost per evaluation (Fourier's cosine), on top of the learner's
-    evals = spec.budget.expected(size, T)["train_evals"] if spec.budget is not None and size else 0
+    b = spec.budget
+    evals = b.expected_for(size, T, args)["train_evals"] if b is not None and size else 0
     extra = evals * FEATURE_MAPS[fmap_kind].eval_seconds
     if spec.seconds is not None:
         return float(spec.seconds(size or 0, T, w, args, kv)) + extra

@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 
 from .. import cost
-from ..budget import MATCHES, derive
+from ..budget import MATCHES, derive, setting_size
 from ..datasets import DATASETS, DataError, build_dataset, file_identity, inspect
 from ..features import DEFAULT_FEATURE_MAP, FEATURE_MAPS, FeatureMap
 from ..learners import LEARNERS
@@ -380,20 +380,42 @@ def _cross_checks(cfg: dict, problems: list) -> None:
     for T, n_eval in _budget_sizes(cfg, problems):
         for k in _as_list(cfg["budget"]["dsgd_k"]):
             b = derive(cfg["budget"]["match"], k, T, n_eval)
-            for name in cfg["methods"]:
+            for name, params in cfg["methods"].items():
                 size = LEARNERS[name].budget
-                if size is not None and b.size(size.name) < 1:
+                if size is None:
+                    continue
+                if b.size(size.name) < 1:
                     problems.append(
                         (
                             "budget.dsgd_k",
                             f"gives {size.name} = {b.size(size.name)} < 1 for T={T} ({name})",
                         )
                     )
+                    continue
+                # a setting whose unit costs more (a batch, Taylor copies) takes a smaller size
+                small = _setting_sizes_below_one(b, name, params)
+                if small:
+                    problems.append(("budget.dsgd_k", f"gives {small} for T={T}"))
     _engine_checks(cfg, problems)
     if not problems:  # sizes first: the feature map's check builds a dataset
         _resource_checks(cfg, problems)
     if not problems:
         _feature_map_checks(cfg, problems)
+
+
+def _setting_sizes_below_one(b, name: str, params: dict) -> str:
+    """The first setting of learner ``name``'s grid (``params``) that takes a size below 1 from
+    budget ``b`` (:func:`ilnrun.budget.setting_size`: a setting whose unit of size costs more
+    than the budget's, a batch or Taylor copies), as ``"<size> = <value> (...)"`` text; ``""``
+    where none does."""
+    spec = LEARNERS[name]
+    for h in grid.method_grid(name, params):
+        if spec.takes_budget(h):
+            own = setting_size(b, name, h)
+            if own < 1:
+                shown = ", ".join(f"{p}={v}" for p, v in h.items() if v is not None)
+                return f"{spec.budget.name} = {own} < 1 ({name}: {shown})"
+    return ""
 
 
 def _setting_checks(name: str, params: dict, engine: str, problems: list) -> None:

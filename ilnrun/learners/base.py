@@ -13,6 +13,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from time import perf_counter
 from typing import Any
@@ -613,9 +614,14 @@ class BudgetSize:
     ``expected(size, T)`` the counters the learner must report for that size.
 
     ``setting_cost(match, T, n_eval, h)``, where a setting's parameters change what a unit of
-    its size spends (Doubly SGD's ``batch``): that cost for grid setting ``h``, ``None`` where it
-    is ``cost``'s; the size of such a setting is derived from the same target by the same rule
-    (:func:`ilnrun.budget.setting_size`).
+    its size spends (Doubly SGD's ``batch``; Shrinking Gradient's expected Taylor copies with a
+    non-square loss): that cost for grid setting ``h`` (an integer, or a
+    :class:`~fractions.Fraction` for a cost in expectation), ``None`` where it is ``cost``'s;
+    the size of such a setting is derived from the same target by the same rule
+    (:func:`ilnrun.budget.setting_size`). ``setting_expected(size, T, h)``: the counters of such
+    a setting (in expectation, rounded, where the pass draws a random number of evaluations),
+    ``None`` where they are ``expected``'s (:meth:`expected_for`); ``setting_doc``: what the
+    report says where a setting's size is its own.
 
     ``setting_params`` names the setting parameters that change the size a setting takes
     (those ``setting_cost`` reads, and those by which the spec's ``uses_budget`` lets a setting
@@ -629,8 +635,19 @@ class BudgetSize:
     expected: Callable[[int, int], dict[str, int]]
     doc: str = ""
     default: int = 1  # the size of the learner's estimator when none is given (ilnrun.estimators)
-    setting_cost: Callable[[str, int, int, dict], int | None] | None = None
+    setting_cost: Callable[[str, int, int, Mapping], int | Fraction | None] | None = None
+    setting_expected: Callable[[int, int, Mapping], dict[str, int] | None] | None = None
+    setting_doc: str = ""
     setting_params: tuple[str, ...] = ()
+
+    def expected_for(self, size: int, T: int, h: Mapping) -> dict[str, int]:
+        """The counters of setting ``h`` (a grid setting or its ``fit`` keywords) at ``size``:
+        ``setting_expected``'s where it has its own, else ``expected(size, T)``."""
+        if self.setting_expected is not None:
+            own = self.setting_expected(size, T, h)
+            if own is not None:
+                return own
+        return self.expected(size, T)
 
     def unit_cost(self, match: str, T: int, n_eval: int = 0) -> int | None:
         """``cost(match, T, n_eval)``; a ``cost(match, T)`` of two parameters (a learner

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
+from fractions import Fraction
 
 import numpy as np
 
@@ -67,7 +69,7 @@ from .base import (
 from .compiled import SG_CHECKS, implemented
 from .compiled import available as compiled_available
 from .implements import ANY, Implements
-from .taylor import P_DEFAULT, ZEROTH, ZEROTH_DEFAULT, estimate_derivative
+from .taylor import P_DEFAULT, ZEROTH, ZEROTH_DEFAULT, copies_mean, estimate_derivative
 
 SAMPLERS = ("iid", "systematic")
 # Algorithm 1 shrinks when |E_t| >= SHRINK_BOUND * B (the paper's 16 B)
@@ -306,7 +308,8 @@ def fit_numpy(
     ``N`` further Algorithm-2 estimates of ``m`` samples each, ``P(N = n) = (p − 1) / p^{n+1}``
     with ``p = taylor_p``; ``taylor_cap`` caps ``N`` (biased), ``taylor_zeroth`` keeps the first
     term out of the lottery (docs/algorithms.md §1.10). Every copy's ``2 m`` evaluations are
-    counted in ``train_evals`` and ``features_sampled``, the copies in ``taylor_copies``."""
+    counted in ``train_evals`` and ``features_sampled``, the copies in ``taylor_copies``; a
+    matched budget sizes ``m`` for their expected number (:func:`estimates_per_round`)."""
     run = OnlinePass(y, hp.eta, hp.schedule, hp.decay, hp.deadline, hp.loss)
     T, etas = run.T, run.etas
     series = run.loss.derivative_series
@@ -559,6 +562,56 @@ def _losses() -> tuple[str, ...]:
     return tuple(n for n, s in LOSSES.items() if n == "square" or s.derivative_series is not None)
 
 
+def estimates_per_round(h: Mapping) -> Fraction:
+    """The Algorithm-2 estimates of ``m`` samples a gradient round draws, in expectation, under
+    setting ``h`` (a grid setting or its ``fit`` keywords): 1 with the square loss (``E_t``
+    alone); with another loss ``1 + E[N']``, ``E_t`` and paper 003's Taylor copies
+    (:func:`fit_numpy`: each copy is one more Algorithm-2 estimate of the same ``m``, the same
+    ``2 m`` evaluations and ``m`` draws; ``E[N'] = 1/(p − 1)`` without a cap,
+    :func:`ilnrun.learners.taylor.copies_mean` with one). Exact as the float ``E[N']`` is
+    (``p = 2``: 2). The one place the budget learns of the copies (docs/budgets.md §4a)."""
+    if h.get("loss") in (None, "square"):
+        return Fraction(1)
+    return 1 + Fraction(copies_mean(h.get("taylor_p") or P_DEFAULT, h.get("taylor_cap")))
+
+
+def _setting_cost(match: str, T: int, n_eval: int, h: Mapping) -> Fraction | None:
+    """What one sample of ``m`` spends over a pass of setting ``h`` in expectation, where it
+    draws Taylor copies (a non-square loss; ``None``: the square loss, the budget's own cost):
+    ``e = estimates_per_round(h)`` estimates in each of the rounds 2..T, ``2 e (T − 1)``
+    evaluations, ``e (T − 1)`` draws, and under ``total`` ``2 n_eval`` more (its validation and
+    test estimates, one Algorithm-2 estimate of the training ``m`` a point, draw no copy). A
+    shrink round draws no copy, so a pass that shrinks spends a little less than this."""
+    e = estimates_per_round(h)
+    if e == 1:
+        return None
+    rounds = (T - 1) * e
+    return {"evaluations": 2 * rounds, "samples": rounds, "total": 2 * rounds + 2 * n_eval}[match]
+
+
+def _setting_expected(m: int, T: int, h: Mapping) -> dict[str, int] | None:
+    """The counters of setting ``h`` at ``m`` in expectation, rounded (no shrink), where it
+    draws Taylor copies (``None``: the square loss, :data:`SPEC`'s ``expected``)."""
+    e = estimates_per_round(h)
+    if e == 1:
+        return None
+    return {
+        "train_evals": round(2 * m * (T - 1) * e),
+        "features_sampled": round(m * (T - 1) * e),
+    }
+
+
+def _seconds(m: int, T: int, w: int, args: dict, kv: float) -> float:
+    """Rough seconds of a pass: ~25 us a round and, per evaluation and number of ``w``,
+    compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0; diamonds at T = 46 940: 37 s a
+    relu cell at k = 1; T = 4 000: 1.4 s at m = 2 000); a non-square loss's Taylor copies in
+    the evaluations (:func:`estimates_per_round`)."""
+    copies = float(estimates_per_round(args))  # 1.0 for the square loss: x * 1.0 == x
+    return 2.5e-5 * T + (2.5e-9 if compiled_available() else 6e-9) * 2 * m * (T - 1) * copies * (
+        4 + w
+    )
+
+
 def _why_not_loss(name: str) -> str:
     """Why Shrinking Gradient refuses loss ``name``: it only sees unbiased estimates of
     ``<f_t, phi(x_t)>``, from which an unbiased ``l'`` needs an analytic ``l'``."""
@@ -588,6 +641,15 @@ SPEC = LearnerSpec(
         expected=lambda m, T: {"train_evals": 2 * m * (T - 1), "features_sampled": m * (T - 1)},
         doc="samples per round of Algorithm 2 (two evaluations each, none at round 1)",
         default=100,
+        # a non-square loss: m sized for the expected Taylor copies (docs/budgets.md §4a)
+        setting_cost=_setting_cost,
+        setting_expected=_setting_expected,
+        setting_params=("loss", "taylor_p", "taylor_cap"),  # what sets E[N'] (none: square)
+        setting_doc=(
+            "with a non-square loss `m` is sized so that its expected evaluations, the Taylor "
+            "copies of its unbiased gradient included (`1 + E[N']` Algorithm-2 estimates a "
+            "step), meet the target (docs/budgets.md §4a)"
+        ),
     ),
     role="proposed",
     estimated_validation=True,
@@ -614,10 +676,5 @@ SPEC = LearnerSpec(
     losses=_losses,
     why_not_loss=_why_not_loss,
     estimated_test=True,  # test_loss_estimated: Algorithm 2 on the averaged predictor
-    # ~25 us a round and ~18 ns per evaluation and number of w (T = 4 000: 1.4 s at m = 2 000)
-    # per evaluation and number of w: compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0;
-    # diamonds at T = 46 940: 37 s a relu cell at k = 1)
-    seconds=lambda m, T, w, args, kv: (
-        2.5e-5 * T + (2.5e-9 if compiled_available() else 6e-9) * 2 * m * (T - 1) * (4 + w)
-    ),
+    seconds=_seconds,
 )

@@ -41,6 +41,40 @@ def draw_order(rng: np.random.Generator, p: float) -> int:
     return int(rng.geometric((p - 1.0) / p)) - 1
 
 
+def copies_mean(p: float = P_DEFAULT, cap: int | None = None) -> float:
+    """``E[N']``, the copies one call of :func:`estimate_derivative` draws in expectation:
+    ``N' = N`` (``N <= cap``) or 0 (``N > cap``: no copy is drawn), with ``q = 1/p``,
+    ``P(N = n) = (1 − q) q^n``::
+
+        no cap:  E[N]  = q/(1 − q) = 1/(p − 1)
+        cap c:   E[N'] = Σ_{n<=c} n P(N = n) = 1/(p − 1) − p^{−(c+1)} (c + 1 + 1/(p − 1))
+
+    (the tail ``Σ_{n>c} n P(N = n) = q^{c+1} E[N + c + 1]``, the law being memoryless). The
+    budget sizes Shrinking Gradient's ``m`` by it (docs/budgets.md §4a)."""
+    mean = 1.0 / (p - 1.0)
+    if cap is None:
+        return mean
+    if cap <= 0:
+        return 0.0
+    return max(0.0, mean - p ** -(cap + 1.0) * (cap + 1.0 + mean))
+
+
+def copies_variance(p: float = P_DEFAULT, cap: int | None = None) -> float:
+    """``Var N'`` (see :func:`copies_mean`): ``p/(p − 1)²`` without a cap; with cap ``c``,
+    ``E[N'²] − E[N']²`` where ``E[N'²] = E[N²] − q^{c+1} E[(N + c + 1)²]`` and
+    ``E[N²] = (p + 1)/(p − 1)²``. The spread of a pass's copies about the budget's forecast
+    (``tests/test_sg_budget.py`` derives its tolerance from it)."""
+    mean = 1.0 / (p - 1.0)
+    second = (p + 1.0) / (p - 1.0) ** 2
+    if cap is None:
+        return second - mean * mean
+    if cap <= 0:
+        return 0.0
+    c1 = cap + 1.0
+    tail = p**-c1 * (second + 2.0 * c1 * mean + c1 * c1)
+    return max(0.0, second - tail - copies_mean(p, cap) ** 2)
+
+
 def estimate_derivative(
     series: Callable[[float, int], np.ndarray],
     pilot: float,

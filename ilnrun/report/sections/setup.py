@@ -140,10 +140,11 @@ def size_note(spec: LearnerSpec) -> str:
     its ``setting_params`` (:func:`size_cell`)."""
     name = spec.budget.name
     params = ", ".join(f"`{p}`" for p in spec.budget.setting_params)
+    why = f" ({spec.budget.setting_doc})" if spec.budget.setting_doc else ""
     return (
         f"- {spec.label}'s {name} per value of {params} in its grid: the target divided by what "
-        f"one unit of {name} spends in that setting, rounded by the same rule; a setting that "
-        f"fixes {name} itself takes no budget (docs/budgets.md §4)."
+        f"one unit of {name} spends in that setting, rounded by the same rule{why}; a setting "
+        f"that fixes {name} itself takes no budget (docs/budgets.md §4)."
     )
 
 
