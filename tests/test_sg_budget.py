@@ -266,8 +266,8 @@ def test_validate_run_and_report_use_the_settings_own_m(pm1, tmp_path: Path):
     rep = invoke(["report", out])
     assert rep.exit_code == 0, rep.output
     text = (out / "REPORT.md").read_text()
-    assert f"| {T} | 2 | {b.target:,} | {m} |" in text
-    assert f"at its own unit cost `m` would be {b.size('m')}." in text
+    assert f"| {T} | 2 | {b.target:,} | {m} (loss logistic, taylor_p 2) |" in text
+    assert "Shrinking Gradient's m per value of `loss`, `taylor_p`, `taylor_cap`" in text
 
 
 def test_the_square_loss_report_table_is_the_budgets(pm1, tmp_path: Path):

@@ -74,8 +74,9 @@ def render(r: ReportData) -> list[str]:
     head = ["T", "k", f"target ({b['match']})"] + [f"{s.budget.name} ({s.short})" for s in specs]
     L += [md_table(head, rows), ""]
     for i, spec in enumerate(specs):  # a learner whose sizes differ by setting: how
-        if any(isinstance(row[3 + i], str) for row in rows):
-            L.append(size_note(spec))
+        cells = [row[3 + i] for row in rows if isinstance(row[3 + i], str)]
+        if cells:
+            L.append(size_note(spec, any("no budget" in c for c in cells)))
     L.append("- Grids (every point is run for every setting and repetition):")
     for m, params in cfg["methods"].items():
         L += grid_lines(m, params, [int(T) for T in T_values])
@@ -126,7 +127,7 @@ def size_cell(spec: LearnerSpec, params: Mapping, budget: Budget) -> int | str:
     parts = []
     for values, (size, fixed) in sizes.items():
         named = [
-            f"{p} {v if v is not None else default.get(p)}"
+            f"{p} {_value(v if v is not None else default.get(p))}"
             for p, v in zip(shaped, values, strict=True)
             if v is not None or default.get(p) is not None
         ]
@@ -135,16 +136,22 @@ def size_cell(spec: LearnerSpec, params: Mapping, budget: Budget) -> int | str:
     return "; ".join(parts)
 
 
-def size_note(spec: LearnerSpec) -> str:
+def _value(v: object) -> str:
+    """A setting's value as the table names it: ``2`` for ``2.0``."""
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def size_note(spec: LearnerSpec, fixed: bool = False) -> str:
     """The line under the derived-sizes table for a learner whose cell gives a size per value of
-    its ``setting_params`` (:func:`size_cell`)."""
+    its ``setting_params`` (:func:`size_cell`); ``fixed``: some setting fixes its size."""
     name = spec.budget.name
     params = ", ".join(f"`{p}`" for p in spec.budget.setting_params)
     why = f" ({spec.budget.setting_doc})" if spec.budget.setting_doc else ""
     return (
         f"- {spec.label}'s {name} per value of {params} in its grid: the target divided by what "
-        f"one unit of {name} spends in that setting, rounded by the same rule{why}; a setting "
-        f"that fixes {name} itself takes no budget (docs/budgets.md §4)."
+        f"one unit of {name} spends in that setting, rounded by the same rule{why}"
+        + (f"; a setting that fixes {name} itself takes no budget" if fixed else "")
+        + " (docs/budgets.md §4)."
     )
 
 
