@@ -323,3 +323,32 @@ def test_validate_estimates_count_algorithm_2_on_every_point():
     assert rule - free == pytest.approx(per_pair * 2 * (10 * T - 20) * (N_VAL + N_TEST + 10))
     swept = sg_seconds(m_test_sweep=[1000])
     assert swept - exact == pytest.approx(per_pair * 2 * 1000 * 10)
+
+
+def test_the_report_counts_a_total_budget_against_evals_total(tmp_path):
+    """Under ``budget.match: total`` the report's "Budgets as counted" table measures each
+    learner's deviation on ``evals_total`` (training and scoring), the count the target matches,
+    not on ``train_evals`` (which falls short of a total target by the scoring's share)."""
+    import pandas as pd
+    from conftest import invoke, write_config
+
+    cfg = relu_config(kernel="free", m_test="train")
+    cfg["budget"] = {"match": "total", "dsgd_k": 4}
+    out = tmp_path / "out"
+    res = invoke(["run", write_config(tmp_path / "t.yaml", cfg), "--out", out, "-q"])
+    assert res.exit_code == 0, res.output
+    assert invoke(["report", out]).exit_code == 0
+    text = (out / "REPORT.md").read_text()
+    assert (
+        "| learner | k | target | train_evals | evals_total | max deviation (evals_total) |" in text
+    )
+    runs = pd.read_csv(out / "runs.csv")
+    for label, method in (
+        ("Doubly SGD", "doubly_sgd"),
+        ("Shrinking Gradient", "shrinking_gradient"),
+    ):
+        row = runs[runs["method"] == method].iloc[0]
+        dev = abs(row["evals_total"] - row["budget_target"]) / row["budget_target"]
+        line = next(x for x in text.split("\n") if x.startswith(f"| {label} | 4 |"))
+        assert line.split(" | ")[5] == f"{100 * dev:.2f}%", line
+        assert dev < 0.01  # on train_evals it would be the scoring's share, far above 1%

@@ -5,29 +5,46 @@ from __future__ import annotations
 from ..data import ReportData, label, md_table
 
 
+def _span(g, column: str) -> str:
+    return f"{g[column].min():,}–{g[column].max():,}"
+
+
 def render(r: ReportData) -> list[str]:
+    """Per budgeted learner and ``k``: the target, the counted evaluations and their largest
+    deviation from the target. The count the target matches (docs/budgets.md §3): training
+    evaluations (``train_evals``) under ``evaluations`` and ``samples``; under ``total`` the
+    evaluations of training and scoring together (``evals_total``), shown beside
+    ``train_evals``."""
     runs = r.runs
     done = runs[~runs["diverged"] & ~runs["timed_out"]]
     rows = []
     bud = done[done["method"].isin(r.compared) & done["budget_target"].notna()]
+    total = r.cfg["budget"].get("match") == "total" and "evals_total" in bud
+    matched = "evals_total" if total else "train_evals"
     for (m, k), g in bud.groupby(["method", "dsgd_k"], sort=False):
-        dev = (g["train_evals"] - g["budget_target"]).abs() / g["budget_target"]
+        dev = (g[matched] - g["budget_target"]).abs() / g["budget_target"]
         rows.append(
-            [
-                label(m),
-                int(k),
-                f"{int(g['budget_target'].iloc[0]):,}",
-                f"{g['train_evals'].min():,}–{g['train_evals'].max():,}",
+            [label(m), int(k), f"{int(g['budget_target'].iloc[0]):,}", _span(g, "train_evals")]
+            + ([_span(g, "evals_total")] if total else [])
+            + [
                 f"{100 * dev.max():.2f}%",
-                f"{g['features_sampled'].min():,}–{g['features_sampled'].max():,}",
+                _span(g, "features_sampled"),
                 int(g["shrinks"].sum()),
             ]
         )
-    head = ["learner", "k", "target", "train_evals", "max deviation", "features_sampled"]
+    head = ["learner", "k", "target", "train_evals"] + (["evals_total"] if total else [])
+    head += [f"max deviation ({matched})" if total else "max deviation", "features_sampled"]
+    what = (
+        " The target of the `total` convention counts the evaluations of training and of "
+        "scoring the validation and test points together (`evals_total`); the deviation is "
+        "of that count."
+        if total
+        else ""
+    )
     L = [
         "## Budgets as counted by the learners",
         "",
-        "Counted inside each learner's loop, over every cell that completed its pass.",
+        f"Counted inside each learner's loop, over every cell that completed its pass.{what}",
         "",
         md_table(head + ["shrinks (sum)"], rows),
         "",
