@@ -352,11 +352,12 @@ def against_mean_table(r: ReportData, head: list[str]) -> list[str]:
         if not mrows:
             continue
         const = CONST_OF[metric]
+        n_est = r.cfg["evaluation"].get("n_test_estimated", "all")
         points = (
             "all test points"
             if metric == "test_loss"
-            else f"the first {r.cfg['evaluation'].get('n_test_estimated', 'all')} test points, "
-            "where the Algorithm-2 loss is measured"
+            else ("all" if n_est == "all" else f"the first {n_est}")
+            + " test points, where the Algorithm-2 loss is measured"
         )
         # with different losses, each loss's yardstick row above its learners' rows
         for loss, methods in r.loss_groups():
