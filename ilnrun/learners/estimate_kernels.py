@@ -313,7 +313,7 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
                 for k in range(m):
                     w = Wr[k]
                     prod[k] = train[key[k] + w] * sk[k] * x[w]
-            out[a + row] = total * (pairwise_sum(prod, 0, m) / m)
+            out[a + row] = total * (pairwise_sum(prod, kernels.ZERO, m) / m)
 
 
 # ----------------------------------------------------------------------------------------------

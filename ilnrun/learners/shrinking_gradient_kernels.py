@@ -53,6 +53,9 @@ DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # dimension it is one piece (einsum_dot); beyond it ReLU, Fourier and random-net features (whose
 # hidden width h is summed the same way) run as numpy code
 MAX_D = 8192
+# 0 as an argument of a compiled function called from compiled code: a constant argument is
+# typed as its value (``Literal[int](0)``) and compiles the callee once more, for that value
+ZERO = np.int64(0)
 # a round's search gathers each pair as it finds its row while the stored rows hold at most
 # this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
 FUSED_UP_TO = 1 << 17
@@ -203,24 +206,35 @@ def pairwise_sum(a, lo, n):
 # ----------------------------------------------------------------------------------------------
 # feature maps: the draws of FeatureMap.sample and the values of FeatureMap.pairs / point.
 # ``param`` is the map's number (:func:`map_param`): ``None`` for coordinate features, the
-# bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU.
+# bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU;
+# ``net`` is the hidden width of a random-net map, ``None`` for the others (:func:`map_net`).
+# numba removes the branches on ``param is None`` and ``net is None`` before it compiles for a
+# ``None`` argument: a pass compiles the code of its map's family only.
 
 
 @_jit
-def draw_w(rng, kind, d, n, param):
+def draw_w(rng, kind, d, n, param, net):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
     ReLU / Fourier / random-net parameters in the rows of ``Wf`` (Fourier: the phase in the last
     column; random-net: ``W`` row-major, then ``v``)."""
     if param is None:
         return rng.integers(0, d, n), np.empty((0, 0))
+    if net is not None:
+        h = int(net)
+        return np.empty(0, np.int64), rng.standard_normal((n, h * d + h))
     if kind == RELU:
         return np.empty(0, np.int64), rng.standard_normal((n, d))
-    if kind == RANDOM_NET:
-        h = int(param)
-        return np.empty(0, np.int64), rng.standard_normal((n, h * d + h))
+    # the draws of FeatureMap.sample in its order (the Gaussian rows, then the phases), stored
+    # by loops: an array assigned to a slice compiles numba's shape-mismatch error (its message
+    # formatting) once per assignment, seconds of a first compilation
+    g = rng.standard_normal((n, d))
     Wf = np.empty((n, d + 1))
-    Wf[:, :d] = rng.standard_normal((n, d)) / param
-    Wf[:, d] = rng.uniform(0.0, 2.0 * np.pi, n)
+    for i in range(n):
+        for c in range(d):
+            Wf[i, c] = g[i, c] / param
+    phases = rng.uniform(0.0, 2.0 * np.pi, n)
+    for i in range(n):
+        Wf[i, d] = phases[i]
     return np.empty(0, np.int64), Wf
 
 
@@ -237,7 +251,9 @@ def wx(x, W, lo, hi, out):
     if hi - lo == 1:
         out[0] = np.dot(W[lo], x)
     else:
-        out[: hi - lo] = np.dot(W[lo:hi], x)
+        v = np.dot(W[lo:hi], x)
+        for j in range(hi - lo):  # (a loop: see draw_w)
+            out[j] = v[j]
 
 
 @_jit
@@ -256,7 +272,7 @@ def net_psi(x, w, d, h):
     o = h * d
     l0 = 0.0
     l1 = 0.0
-    k = 0
+    k = ZERO  # (not the constant 0: net_unit would be compiled for it too)
     while h - k >= 8:
         a = w[o + k + 6] * net_unit(x, w, d, k + 6) + l0
         b = w[o + k + 7] * net_unit(x, w, d, k + 7) + l1
@@ -291,40 +307,42 @@ def net_point(x, W, V, lo, hi, d, h, out):
 
 
 @_jit
-def pair(kind, param, X, i, wi, Wf, j, d):
+def pair(kind, param, net, X, i, wi, Wf, j, d):
     """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
     if param is None:
         return X[i, wi[j]]
+    if net is not None:
+        return net_psi(X[i], Wf[j], d, int(net))
     if kind == RELU:
         return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
-    if kind == RANDOM_NET:
-        return net_psi(X[i], Wf[j], d, int(param))
     return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
 
 
 @_jit
-def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
+def pairs(kind, param, net, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
     for k in order:
-        out[k] = pair(kind, param, X, rows[k], wi, Wf, j0 + k, d)
+        out[k] = pair(kind, param, net, X, rows[k], wi, Wf, j0 + k, d)
 
 
 @_jit
-def psi_point(kind, param, x, wi, Wf, d):
+def psi_point(kind, param, net, x, wi, Wf, d):
     """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
     if param is None:
         return x[wi]
+    if net is not None:
+        h, n = int(net), Wf.shape[0]
+        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
+        v = np.empty(n)
+        # the output weights contiguous, as the Doubly SGD / Fixed-Random passes store them:
+        # one compiled net_point for both
+        net_point(x, W, np.ascontiguousarray(Wf[:, h * d :]), ZERO, n, d, h, v)
+        return v
     if kind == RELU:
         v = np.dot(Wf, x)
         for j in range(len(v)):
             v[j] = SQRT2 * relu(v[j])
-        return v
-    if kind == RANDOM_NET:
-        h, n = int(param), Wf.shape[0]
-        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
-        v = np.empty(n)
-        net_point(x, W, Wf[:, h * d :], 0, n, d, h, v)
         return v
     v = np.dot(np.ascontiguousarray(Wf[:, :d]), x)
     for j in range(len(v)):
@@ -392,7 +410,7 @@ def key_order(u, total, start, bucket, order):
 
 
 @_jit
-def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+def search_pairs(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
     from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
     numbers whichever of the two loops below runs)."""
@@ -400,7 +418,7 @@ def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
         for k in order:
             h = search_from(cum, n, u[k], h)
-            out[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
+            out[k] = pair(kind, param, net, X, h, wi, Wf, k, d) * sgn[h]
         return
     row = X.strides[0]
     for k in order:  # else the reads from memory overlap best in a loop of their own
@@ -408,19 +426,19 @@ def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
         i[k] = h
         if param is None:  # start reading the pair's number now: the gather then finds it
             prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
-    pairs(kind, param, X, i, wi, Wf, 0, d, order, out)
+    pairs(kind, param, net, X, i, wi, Wf, ZERO, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
 
-def _search_pairs_parallel(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+def _search_pairs_parallel(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
     """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
     ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
     m = len(order)
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, param, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            search_pairs(kind, param, net, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
 search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
@@ -432,13 +450,14 @@ search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
 
 @_jit
 def sg_rounds(
-    t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks, rng,
-    a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+    t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
+    rng, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. ``param``: :func:`map_param`. With
+    train_evals, diverged]`` carry the pass between calls. ``param``, ``net``: :func:`map_param`,
+    :func:`map_net`. With
     ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
     ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
@@ -460,18 +479,21 @@ def sg_rounds(
             else:  # rng.random(m) * total, one draw at a time (the same stream)
                 for k in range(m):
                     u[k] = rng.random() * total
-            wi, Wf = draw_w(rng, kind, d, m, param)
-            psi_t = psi_point(kind, param, X[t], wi, Wf, d)
+            wi, Wf = draw_w(rng, kind, d, m, param, net)
+            psi_t = psi_point(kind, param, net, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
             if not systematic:
                 key_order(u, total, start, bucket, order)
             if blocks is None:
-                search_pairs(kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
+                search_pairs(
+                    kind, param, net, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed
+                )
             else:
                 search_pairs_parallel(
-                    kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
-                )
+                    kind, param, net, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed,
+                    blocks,
+                )  # fmt: skip
             counts[1] += m
             counts[2] += 2 * m
             E = s * total / m * np.dot(signed, psi_t)
@@ -524,19 +546,30 @@ def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
     """:func:`chunk_estimates_compiled` for the feature map ``fmap`` (its :func:`kind_of` and
     :func:`map_param`)."""
     chunk_estimates_compiled(
-        X_train, X_eval, a, kind_of(fmap), map_param(fmap), sgn, total, m, counts, rng, out
+        X_train,
+        X_eval,
+        a,
+        kind_of(fmap),
+        map_param(fmap),
+        map_net(fmap),
+        sgn,
+        total,
+        m,
+        counts,
+        rng,
+        out,
     )
 
 
 @_jit
-def chunk_estimates_compiled(X_train, X_eval, a, kind, param, sgn, total, m, counts, rng, out):
+def chunk_estimates_compiled(X_train, X_eval, a, kind, param, net, sgn, total, m, counts, rng, out):
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
     products ``sgn(alpha_i) psi(x_i; w) psi(x; w)`` of a row in ascending ``i``, and
     ``E = |alpha|_1 mean_k(...)``."""
     rows, d = counts.shape[0], X_eval.shape[1]
-    wi, Wf = draw_w(rng, kind, d, rows * m, param)
+    wi, Wf = draw_w(rng, kind, d, rows * m, param, net)
     idx, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
     prod, pe = np.empty(m), np.empty(m)
     for r in range(rows):
@@ -546,11 +579,11 @@ def chunk_estimates_compiled(X_train, X_eval, a, kind, param, sgn, total, m, cou
                 idx[k] = i
                 k += 1
         pts[:] = a + r
-        pairs(kind, param, X_train, idx, wi, Wf, r * m, d, order, prod)
-        pairs(kind, param, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        pairs(kind, param, net, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, param, net, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
-        out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
+        out[a + r] = total * (pairwise_sum(prod, ZERO, m) / m)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -583,6 +616,12 @@ def map_param(fmap) -> float | None:
     if kind == COORDINATE:
         return None
     return float(fmap.h) if kind == RANDOM_NET else float(getattr(fmap, "sigma", 1.0))
+
+
+def map_net(fmap) -> float | None:
+    """The ``net`` argument of the kernels: a random-net map's hidden width ``h`` as a float,
+    ``None`` for the other maps (so that their passes compile no random-net code)."""
+    return float(fmap.h) if kind_of(fmap) == RANDOM_NET else None
 
 
 def kind_of(fmap) -> int | None:
