@@ -44,6 +44,9 @@ from .shrinking_gradient_kernels import (
     SQRT2,
     ZERO,
     _jit,
+    draw_gaussian,
+    draw_indices,
+    draw_phases,
     net_point,
     relu,
     wx,
@@ -105,24 +108,24 @@ def _random_net(x, W, b, lo, hi, out):
 
 
 def _draw_coordinate(rng, d, k, sigma, W, b, lo):
-    drawn = rng.integers(0, d, k)
+    drawn = draw_indices(rng, d, k)
     for j in range(k):
         W[lo + j] = drawn[j]
 
 
 def _draw_relu(rng, d, k, sigma, W, b, lo):
-    drawn = rng.standard_normal((k, d))
+    drawn = draw_gaussian(rng, k, d)
     for j in range(k):
         for c in range(d):
             W[lo + j, c] = drawn[j, c]
 
 
 def _draw_fourier(rng, d, k, sigma, W, b, lo):
-    drawn = rng.standard_normal((k, d))
+    drawn = draw_gaussian(rng, k, d)
     for j in range(k):
         for c in range(d):
             W[lo + j, c] = drawn[j, c] / sigma
-    phases = rng.uniform(0.0, 2.0 * np.pi, k)
+    phases = draw_phases(rng, k)
     for j in range(k):
         b[lo + j] = phases[j]
 
@@ -130,7 +133,7 @@ def _draw_fourier(rng, d, k, sigma, W, b, lo):
 def _draw_random_net(rng, d, k, sigma, W, b, lo):
     h = b.shape[1]
     o = h * d
-    drawn = rng.standard_normal((k, o + h))  # per draw: W row-major, then v
+    drawn = draw_gaussian(rng, k, o + h)  # per draw: W row-major, then v
     for j in range(k):
         for l in range(h):
             for c in range(d):

@@ -209,7 +209,30 @@ def pairwise_sum(a, lo, n):
 # bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU;
 # ``net`` is the hidden width of a random-net map, ``None`` for the others (:func:`map_net`).
 # numba removes the branches on ``param is None`` and ``net is None`` before it compiles for a
-# ``None`` argument: a pass compiles the code of its map's family only.
+# ``None`` argument: the draws and ``psi(x_t; w)`` of a pass compile its map family's code only.
+
+
+# The generator's draws through one compiled function each: numba compiles a generator method
+# into every compiled function that calls it, so the passes and the Algorithm-2 estimates share
+# these instead (the same calls, the same numbers).
+
+
+@_jit
+def draw_indices(rng, d, n):
+    """``rng.integers(0, d, n)``."""
+    return rng.integers(0, d, n)
+
+
+@_jit
+def draw_gaussian(rng, n, d):
+    """``rng.standard_normal((n, d))``."""
+    return rng.standard_normal((n, d))
+
+
+@_jit
+def draw_phases(rng, n):
+    """``rng.uniform(0.0, 2 pi, n)`` (Fourier features' phases)."""
+    return rng.uniform(0.0, 2.0 * np.pi, n)
 
 
 @_jit
@@ -218,21 +241,21 @@ def draw_w(rng, kind, d, n, param, net):
     ReLU / Fourier / random-net parameters in the rows of ``Wf`` (Fourier: the phase in the last
     column; random-net: ``W`` row-major, then ``v``)."""
     if param is None:
-        return rng.integers(0, d, n), np.empty((0, 0))
+        return draw_indices(rng, d, n), np.empty((0, 0))
     if net is not None:
         h = int(net)
-        return np.empty(0, np.int64), rng.standard_normal((n, h * d + h))
+        return np.empty(0, np.int64), draw_gaussian(rng, n, h * d + h)
     if kind == RELU:
-        return np.empty(0, np.int64), rng.standard_normal((n, d))
+        return np.empty(0, np.int64), draw_gaussian(rng, n, d)
     # the draws of FeatureMap.sample in its order (the Gaussian rows, then the phases), stored
     # by loops: an array assigned to a slice compiles numba's shape-mismatch error (its message
     # formatting) once per assignment, seconds of a first compilation
-    g = rng.standard_normal((n, d))
+    g = draw_gaussian(rng, n, d)
     Wf = np.empty((n, d + 1))
     for i in range(n):
         for c in range(d):
             Wf[i, c] = g[i, c] / param
-    phases = rng.uniform(0.0, 2.0 * np.pi, n)
+    phases = draw_phases(rng, n)
     for i in range(n):
         Wf[i, d] = phases[i]
     return np.empty(0, np.int64), Wf
@@ -307,23 +330,25 @@ def net_point(x, W, V, lo, hi, d, h, out):
 
 
 @_jit
-def pair(kind, param, net, X, i, wi, Wf, j, d):
-    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
+def pair(kind, param, X, i, wi, Wf, j, d):
+    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``). (The maps' branches are kept
+    here, whatever the map: with the random-net branch removed for ReLU features, the compiled
+    search of a ReLU pass ran ~6% slower.)"""
     if param is None:
         return X[i, wi[j]]
-    if net is not None:
-        return net_psi(X[i], Wf[j], d, int(net))
     if kind == RELU:
         return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
+    if kind == RANDOM_NET:
+        return net_psi(X[i], Wf[j], d, int(param))
     return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
 
 
 @_jit
-def pairs(kind, param, net, X, rows, wi, Wf, j0, d, order, out):
+def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
     for k in order:
-        out[k] = pair(kind, param, net, X, rows[k], wi, Wf, j0 + k, d)
+        out[k] = pair(kind, param, X, rows[k], wi, Wf, j0 + k, d)
 
 
 @_jit
@@ -410,7 +435,7 @@ def key_order(u, total, start, bucket, order):
 
 
 @_jit
-def search_pairs(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
+def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
     from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
     numbers whichever of the two loops below runs)."""
@@ -418,7 +443,7 @@ def search_pairs(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
     if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
         for k in order:
             h = search_from(cum, n, u[k], h)
-            out[k] = pair(kind, param, net, X, h, wi, Wf, k, d) * sgn[h]
+            out[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
         return
     row = X.strides[0]
     for k in order:  # else the reads from memory overlap best in a loop of their own
@@ -426,19 +451,19 @@ def search_pairs(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
         i[k] = h
         if param is None:  # start reading the pair's number now: the gather then finds it
             prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
-    pairs(kind, param, net, X, i, wi, Wf, ZERO, d, order, out)
+    pairs(kind, param, X, i, wi, Wf, ZERO, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
 
-def _search_pairs_parallel(kind, param, net, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
+def _search_pairs_parallel(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
     """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
     ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
     m = len(order)
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, param, net, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            search_pairs(kind, param, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
 
 
 search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
@@ -486,14 +511,11 @@ def sg_rounds(
             if not systematic:
                 key_order(u, total, start, bucket, order)
             if blocks is None:
-                search_pairs(
-                    kind, param, net, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed
-                )
+                search_pairs(kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
             else:
                 search_pairs_parallel(
-                    kind, param, net, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed,
-                    blocks,
-                )  # fmt: skip
+                    kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
+                )
             counts[1] += m
             counts[2] += 2 * m
             E = s * total / m * np.dot(signed, psi_t)
@@ -579,8 +601,8 @@ def chunk_estimates_compiled(X_train, X_eval, a, kind, param, net, sgn, total, m
                 idx[k] = i
                 k += 1
         pts[:] = a + r
-        pairs(kind, param, net, X_train, idx, wi, Wf, r * m, d, order, prod)
-        pairs(kind, param, net, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        pairs(kind, param, X_train, idx, wi, Wf, r * m, d, order, prod)
+        pairs(kind, param, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
         out[a + r] = total * (pairwise_sum(prod, ZERO, m) / m)
