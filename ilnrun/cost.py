@@ -351,15 +351,16 @@ def estimates(work: Workload) -> list[CellEstimate]:
 
     with held():  # the learners' seconds hooks ask whether the kernels run: asked once
         key = _memo_key(work)
-        if _LAST and _same_key(_LAST[0], key):
-            return list(_LAST[1])
+        last = _LAST[0] if _LAST else None  # (one read: a pair of key and estimates)
+        if last is not None and _same_key(last[0], key):
+            return list(last[1])
         out = _estimates(work)
-    _LAST[:] = [key, out]
+    _LAST[:] = [(key, out)]
     return list(out)
 
 
-# the last workload's key (:func:`_memo_key`) and estimates (:func:`estimates`)
-_LAST: list = []
+# the last workload's key (:func:`_memo_key`) and estimates (:func:`estimates`), as one pair
+_LAST: list[tuple] = []
 
 
 def _memo_key(work: Workload) -> tuple:
