@@ -710,11 +710,14 @@ def schedule(
     capped to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one
     at a time (none at ``jobs`` = 1)."""
     jobs = max(1, min(int(jobs), len(cells)))
-    if jobs == 1:  # no cell runs alone: the largest cell's process is all (no cell ids needed)
-        each = _each_cell(cells, estimates(work) if est is None else est) if cells else []
-        return Schedule(1, frozenset(), 0, max((e.worker for e in each), default=0))
-    sizes = cell_bytes(work, cells, est)
+    each = _each_cell(cells, estimates(work) if est is None else est) if cells else []
+    largest = max((e.worker for e in each), default=0)
     cap = cap_gb(work.limits) * GiB
+    if jobs == 1 or total_bytes(largest, jobs) <= cap:
+        # no cell runs alone: the largest cell's process is all (no cell ids needed; the cells
+        # of one id are one setting, of one estimate)
+        return Schedule(jobs, frozenset(), 0, largest)
+    sizes = {c.id: e.worker for c, e in zip(cells, each, strict=True)}  # cell_bytes
     alone = frozenset(i for i, w in sizes.items() if jobs > 1 and total_bytes(w, jobs) > cap)
     return Schedule(
         jobs,
