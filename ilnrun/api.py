@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from .overrides import load_config
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .config.typed import Experiment
 from .threads import requested_threads, threads_per_cell
 
@@ -228,6 +228,8 @@ def run_resolved(
                 info = run(cfg, out, backend="dask", **kw)
         else:
             info = run(cfg, out, backend=backend, **kw)
+    import pandas as pd  # here: importing the API loads no table library (the run does)
+
     # absolute: pandas expands a leading '~' of a path, which would read another directory's
     # tables than the one written (out='~/x' is the folder '~' in the working directory)
     tables = {

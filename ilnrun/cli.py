@@ -508,37 +508,40 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
 
     cfg = _load(config_path, overrides)
     click.echo(C.dump(cfg).rstrip())
-    cells = C.cells(cfg)
     work = cost.Workload.of(cfg)
-    jobs = max(1, min(cost.workers(cfg.engine, jobs), len(cells)))
+    # one estimate per (dataset setting, learner setting, budget): the cells of one repetition
+    # (ilnrun.config.grid.cells), made when the config was resolved
     est = cost.estimates(work)
+    n_cells = work.repetitions * len(est)
+    jobs = max(1, min(cost.workers(cfg.engine, jobs), n_cells))
+    # the cells themselves (ids) only where several workers share the memory
+    cells = C.cells(cfg) if jobs > 1 else None
     problems: list = []
-    if jobs > 1:  # one process: checked when the config was resolved
+    if cells is not None:  # one process: checked when the config was resolved
         cost.check(work, problems, jobs=jobs, cells=cells, est=est)
     if problems:
         _fail([f"{p}: {m}" for p, m in problems])
-    Ts = sorted({c.data["T"] for c in cells})
-    budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
+    Ts = sorted({e.setting["T"] for e in est})
+    budgeted = [m for m in LEARNERS if any(e.method == m and e.per_round for e in est)]
     if budgeted:
         click.echo("# derived budgets (per T and dsgd_k):")
     # (T, validation + test points): the points scored enter the budget under match: total
-    sizes_of = {}
-    for c in cells:
-        T, n_val, n_test, _ = work.sizes_of(c.data)
+    sizes_of: dict = {}
+    for d in work.data:
+        T, n_val, n_test, _ = d.sizes
         sizes_of.setdefault(T, n_val + n_test)
+    per_round = sorted({e.per_round for e in est if e.per_round is not None})
+    # the budgeted settings of every learner, each once (every budget and T has them all)
+    own = _distinct((e.method, e.hyper) for e in est if e.per_round is not None)
     for T in Ts:
-        for k in sorted({c.per_round for c in cells if c.per_round is not None}):
+        for k in per_round:
             b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
             # each setting's own size (Doubly SGD's batch, Shrinking Gradient's Taylor copies
             # change what a unit spends: budget.setting_size), by learner
-            seen: list = []
             taken: dict[str, dict[int, list[dict]]] = {}
-            for c in cells:
-                if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
-                    continue
-                seen.append((c.method, c.hyper))
-                own = setting_size(b, c.method, c.hyper)
-                taken.setdefault(c.method, {}).setdefault(own, []).append(c.hyper)
+            for method, hyper in own:
+                size = setting_size(b, method, hyper)
+                taken.setdefault(method, {}).setdefault(size, []).append(hyper)
             # a learner whose settings all take one size is shown with it, else with the budget's
             shown = {
                 m: next(iter(taken[m]))
@@ -551,11 +554,13 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
             # the settings whose size is not the budget's: one line per learner and size, with
             # the values its settings share, and why (BudgetSize.setting_doc)
             for method, by_size in taken.items():
-                size = LEARNERS[method].budget
-                for own, hypers in by_size.items():
-                    if own != b.size(size.name):
-                        why = f": {size.setting_doc}" if size.setting_doc else ""
-                        click.echo(f"#     {size.name}={own} ({method}{_shared(hypers)}){why}")
+                budget_size = LEARNERS[method].budget
+                for size, hypers in by_size.items():
+                    if size != b.size(budget_size.name):
+                        why = f": {budget_size.setting_doc}" if budget_size.setting_doc else ""
+                        click.echo(
+                            f"#     {budget_size.name}={size} ({method}{_shared(hypers)}){why}"
+                        )
     for name, params in cfg.methods.items():
         notes = LEARNERS[name].notes
         if notes is not None:
@@ -578,6 +583,27 @@ def _shared(hypers: list[dict]) -> str:
     ]
     text = f": {', '.join(common)}" if common else ""
     return text + (f"; {len(hypers)} settings" if len(hypers) > 1 else "")
+
+
+def _distinct(pairs) -> list[tuple[str, dict]]:
+    """The ``(learner, setting)`` pairs, each once (equal settings are one), in order."""
+    out: list[tuple[str, dict]] = []
+    seen_ids: set[int] = set()
+    seen: set = set()
+    for method, hyper in pairs:
+        if id(hyper) in seen_ids:  # the same mapping: the grid's settings are shared
+            continue
+        seen_ids.add(id(hyper))
+        try:
+            key = (method, frozenset(hyper.items()))
+        except TypeError:  # an unhashable value: compared one by one
+            if (method, hyper) not in out:
+                out.append((method, hyper))
+            continue
+        if key not in seen:
+            seen.add(key)
+            out.append((method, hyper))
+    return out
 
 
 def _numpy_fallbacks(methods: Mapping, engine: str, Ts: list[int]) -> list[str]:

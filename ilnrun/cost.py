@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from .budget import derive, setting_size
+from .budget import Budget, derive, setting_size
 from .config import grid
 from .config.keys import m_test_value
 from .config.typed import (
@@ -341,8 +341,60 @@ def _learner_knob(name: str, h: dict, args: dict) -> str:
 
 
 def estimates(work: Workload) -> list[CellEstimate]:
-    """One estimate per (dataset setting, learner setting, budget) of a workload."""
-    fmap = FEATURE_MAPS[work.feature_map.kind]
+    """One estimate per (dataset setting, learner setting, budget) of a workload.
+
+    The last workload's estimates are kept (:data:`_LAST`) and given again for an equal one
+    whose learners, feature map and datasets are the same objects and whose compiled kernels run
+    alike (the learners' ``seconds`` hooks ask): validation refuses by them and ``ilnrun
+    validate`` prints them, so a config's estimates are made once, not once for each."""
+    from .learners.compiled import held
+
+    with held():  # the learners' seconds hooks ask whether the kernels run: asked once
+        key = _memo_key(work)
+        last = _LAST[0] if _LAST else None  # (one read: a pair of key and estimates)
+        if last is not None and _same_key(last[0], key):
+            return list(last[1])
+        out = _estimates(work)
+    _LAST[:] = [(key, out)]
+    return list(out)
+
+
+# the last workload's key (:func:`_memo_key`) and estimates (:func:`estimates`), as one pair
+_LAST: list[tuple] = []
+
+
+def _memo_key(work: Workload) -> tuple:
+    """What a workload's estimates depend on: the workload, and the registry entries and
+    compiled-kernel availability its hooks read (compared by identity: :func:`_same_key`)."""
+    from .learners.compiled import available
+
+    plugins = (
+        FEATURE_MAPS.get(work.feature_map.kind),
+        *(LEARNERS.get(n) for n in work.names),
+        *(DATASETS.get(d.setting.get("kind")) for d in work.data),
+    )
+    return work, plugins, available()
+
+
+def _same_key(a: tuple, b: tuple) -> bool:
+    return (
+        a[2] == b[2]
+        and len(a[1]) == len(b[1])
+        and all(x is y for x, y in zip(a[1], b[1], strict=True))
+        and a[0] == b[0]
+    )
+
+
+def _estimates(work: Workload) -> list[CellEstimate]:
+    """:func:`estimates`, made with each part computed once for what it depends on: a dataset
+    setting's stages, numbers per drawn parameter and kernel-value seconds once per setting; a
+    learner setting's budget size, ``fit`` keywords, Algorithm-2 samples and training
+    evaluations once per budget and sizes ``(T, n_val + n_test)`` (the settings of a dataset axis
+    share them); its pass's memory once per those and numbers per drawn parameter; the
+    evaluation's stage and seconds once per dataset setting, learner and ``m_test``. Every
+    number is the one the hooks give, in the same order of operations."""
+    kind = work.feature_map.kind
+    fmap = FEATURE_MAPS[kind]
     ev = work.evaluation
     names = work.names
     free = ev.free  # no kernel block is formed
@@ -351,70 +403,120 @@ def estimates(work: Workload) -> list[CellEstimate]:
         LEARNERS[n].exact_online_loss is not None for n in names
     )
     instances = min(INSTANCE_CACHE, len(work.data) * work.repetitions)
+    every = free or not fmap.has_kernel
+    expansion = Stage("feature-expansion evaluation", 8 * fmap.kernel_copies * EXPANSION_BLOCK, "-")
+    per_round = work.budget.per_round
+    derived: dict[tuple, Budget] = {}  # (k, T, n_eval) -> the matched budget
+    # (method, setting index, k, T, n_eval) -> (size, fit keywords, m_test, knob, training
+    # evaluations, the pass's budgeted evaluations, {w: the pass's stage})
+    settled: dict[tuple, tuple] = {}
     out = []
     for data in work.data:
         setting = data.setting
-        T, n_val, n_test, D = data.sizes
-        shared = _instance_stages(work.feature_map.kind, data, blocks, regret)
+        sizes = data.sizes
+        T, n_val, n_test, D = sizes
+        n_eval = n_val + n_test
+        shared = tuple(_instance_stages(kind, data, blocks, regret))
+        # CellEstimate.worker's parts that the setting's own stages do not change
+        held_bytes = PROCESS_BYTES + instances * sum(s.bytes for s in shared if s.cached)
+        shared_transient = max((s.bytes for s in shared if not s.cached), default=0)
         w = fmap.param_floats(D, work.feature_map.raw)
+        kv = kernel_value_seconds(kind, D)
+        p = fmap.primal_dim(D)
+        test_stages: dict[int, Stage] = {}  # m_test -> the Algorithm-2 stage
         for name, settings in work.methods:
             spec = LEARNERS[name]
+            hook = spec.seconds
             own_blocks = spec.kernel_blocks
-            for h in settings:
-                for k in work.budget.per_round:
-                    size = None
-                    if spec.takes_budget(h):
-                        matched = derive(work.budget.match, k, T, n_val + n_test)
-                        size = setting_size(matched, name, h)
-                    args = spec.fit_arguments(h, size, T)
-                    if spec.budget is not None:
-                        size = args.get(spec.budget.name, size)
-                    stages = [
-                        *shared,
-                        Stage(
-                            f"{name} pass",
-                            spec.memory_bytes(size, T, w, args),
-                            _learner_knob(name, h, args),
-                        ),
-                    ]
-                    m_test = m_test_value(ev.m_test, T, args, h)
-                    every = free or not fmap.has_kernel
-                    if own_blocks and (spec.estimated_test or every):
-                        # Algorithm 2 at test time (every point without the kernel)
-                        stages.append(_estimate_stage(work, data, every, m_test))
-                    elif not own_blocks:
-                        copies = fmap.kernel_copies
-                        stages.append(
-                            Stage("feature-expansion evaluation", 8 * copies * EXPANSION_BLOCK, "-")
+            diag_n = 0
+            if regret and spec.exact_online_loss is not None:
+                diag_n = T if p is None else min(T, p)
+            tails: dict[int, tuple] = {}  # m_test -> (its last stage or None, eval seconds)
+            for i, h in enumerate(settings):
+                takes = spec.takes_budget(h)
+                for k in per_round if takes else per_round[:1]:
+                    ids = (name, i, k, T, n_eval) if takes else (name, i, None, T, 0)
+                    known = settled.get(ids)
+                    if known is None:
+                        known = settled[ids] = _settle(
+                            work, name, h, k if takes else None, T, n_eval, derived
                         )
-                    diag_n = 0
-                    if regret and spec.exact_online_loss is not None:
-                        p = fmap.primal_dim(D)
-                        diag_n = T if p is None else min(T, p)
-                    evals = (
-                        spec.budget.expected_for(size, T, args)["train_evals"]
-                        if spec.budget is not None and size
-                        else T * (T - 1) // 2
-                    )
-                    secs = seconds(name, size, T, D, w, args, work.feature_map.kind)
-                    secs += _eval_seconds(ev, data.sizes, w, spec, diag_n, m_test, every)
-                    out.append(
-                        CellEstimate(
-                            name,
-                            setting,
-                            (T, n_val, n_test, D),
-                            tuple(stages),
-                            instances,
-                            secs,
-                            evals,
-                            diag_n,
-                            h,
-                            k if spec.takes_budget(h) else None,
+                    size, args, m_test, knob, evals, pass_evals, passes = known
+                    own = passes.get(w)
+                    if own is None:
+                        own = passes[w] = Stage(
+                            f"{name} pass", spec.memory_bytes(size, T, w, args), knob
                         )
+                    tail = tails.get(m_test)
+                    if tail is None:
+                        last = None
+                        if own_blocks and (spec.estimated_test or every):
+                            # Algorithm 2 at test time (every point without the kernel)
+                            last = test_stages.get(m_test)
+                            if last is None:
+                                last = test_stages[m_test] = _estimate_stage(
+                                    work, data, every, m_test
+                                )
+                        elif not own_blocks:
+                            last = expansion
+                        secs = _eval_seconds(ev, sizes, w, spec, diag_n, m_test, every)
+                        tail = tails[m_test] = (last, secs)
+                    last, eval_secs = tail
+                    transient = max(shared_transient, own.bytes)
+                    if last is None:
+                        stages = (*shared, own)
+                    else:
+                        stages = (*shared, own, last)
+                        transient = max(transient, last.bytes)
+                    # a map's own elementwise cost per evaluation (Fourier's cosine), on top
+                    extra = pass_evals * fmap.eval_seconds
+                    if hook is not None:
+                        secs = float(hook(size or 0, T, w, args, kv)) + extra
+                    else:
+                        secs = _pass_seconds(spec, size, T, w, args, kv, extra)
+                    e = CellEstimate(
+                        name,
+                        setting,
+                        (T, n_val, n_test, D),
+                        stages,
+                        instances,
+                        secs + eval_secs,
+                        evals,
+                        diag_n,
+                        h,
+                        k if takes else None,
                     )
-                    if not spec.takes_budget(h):
-                        break  # the budget axis does not change this setting
+                    # its worker (a cached property), from the parts known here: the same sum
+                    e.__dict__["worker"] = held_bytes + transient
+                    out.append(e)
     return out
+
+
+def _settle(
+    work: Workload, name: str, h: dict, k: int | None, T: int, n_eval: int, derived: dict
+) -> tuple:
+    """What :func:`_estimates` knows of learner ``name``'s setting ``h`` at budget ``k``
+    (``None``: a setting without a budget) for ``T`` rounds and ``n_eval`` points scored,
+    whatever the other sizes: its size, ``fit`` keywords, Algorithm-2 samples, knob, training
+    evaluations, the pass's budgeted evaluations, and a mapping for its pass's stage by numbers
+    per drawn parameter. ``derived``: the matched budgets so far, by ``(k, T, n_eval)``."""
+    spec = LEARNERS[name]
+    budget = spec.budget
+    size = None
+    if k is not None:
+        matched = derived.get((k, T, n_eval))
+        if matched is None:
+            matched = derived[(k, T, n_eval)] = derive(work.budget.match, k, T, n_eval)
+        size = setting_size(matched, name, h)
+    args = spec.fit_arguments(h, size, T)
+    if budget is not None:
+        size = args.get(budget.name, size)
+    evals = T * (T - 1) // 2
+    pass_evals = 0
+    if budget is not None and size:
+        evals = pass_evals = budget.expected_for(size, T, args)["train_evals"]
+    m_test = m_test_value(work.evaluation.m_test, T, args, h)
+    return size, args, m_test, _learner_knob(name, h, args), evals, pass_evals, {}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -440,13 +542,19 @@ def seconds(
     values."""
     spec = LEARNERS[name]
     kv = kernel_value_seconds(fmap_kind, D)
-    # a map's own elementwise cost per evaluation (Fourier's cosine), on top of the learner's
     b = spec.budget
     evals = b.expected_for(size, T, args)["train_evals"] if b is not None and size else 0
-    extra = evals * FEATURE_MAPS[fmap_kind].eval_seconds
+    return _pass_seconds(spec, size, T, w, args, kv, evals * FEATURE_MAPS[fmap_kind].eval_seconds)
+
+
+def _pass_seconds(spec, size: int | None, T: int, w: int, args: dict, kv: float, extra: float):
+    """:func:`seconds` of learner ``spec`` given the seconds of one kernel value ``kv`` and the
+    map's own elementwise seconds over the pass's evaluations (``extra``: Fourier's cosine, on
+    top of the learner's)."""
     if spec.seconds is not None:
         return float(spec.seconds(size or 0, T, w, args, kv)) + extra
     per_round, per_op = GENERIC_RATE
+    evals = spec.budget.expected(size, T)["train_evals"] if spec.budget is not None and size else 0
     if evals:
         return per_round * T + per_op * evals * (4 + w) + extra
     return per_round * T + T * (T - 1) // 2 * kv
@@ -603,11 +711,14 @@ def schedule(
     capped to the cells: the cells whose ``jobs`` copies exceed ``limits.max_memory_gb`` run one
     at a time (none at ``jobs`` = 1)."""
     jobs = max(1, min(int(jobs), len(cells)))
-    if jobs == 1:  # no cell runs alone: the largest cell's process is all (no cell ids needed)
-        each = _each_cell(cells, estimates(work) if est is None else est) if cells else []
-        return Schedule(1, frozenset(), 0, max((e.worker for e in each), default=0))
-    sizes = cell_bytes(work, cells, est)
+    each = _each_cell(cells, estimates(work) if est is None else est) if cells else []
+    largest = max((e.worker for e in each), default=0)
     cap = cap_gb(work.limits) * GiB
+    if jobs == 1 or total_bytes(largest, jobs) <= cap:
+        # no cell runs alone: the largest cell's process is all (no cell ids needed; the cells
+        # of one id are one setting, of one estimate)
+        return Schedule(jobs, frozenset(), 0, largest)
+    sizes = {c.id: e.worker for c, e in zip(cells, each, strict=True)}  # cell_bytes
     alone = frozenset(i for i, w in sizes.items() if jobs > 1 and total_bytes(w, jobs) > cap)
     return Schedule(
         jobs,
@@ -729,21 +840,36 @@ def duration(s: float) -> str:
 
 
 def summary_lines(
-    work: Workload, jobs: int, cells: Sequence, est: list[CellEstimate] | None = None
+    work: Workload, jobs: int, cells: Sequence | None, est: list[CellEstimate] | None = None
 ) -> list[str]:
     """``ilnrun validate``'s lines: each learner's estimated time and memory per cell (its
     largest cell), the largest cell, the memory of ``jobs`` workers and the time of all cells.
-    ``cells``: all of the config's cells; ``est``: the :func:`estimates`, when already made."""
+    ``cells``: all of the config's cells, or ``None`` at ``jobs`` = 1, where no cell runs one
+    at a time and the cells are the estimates' (``repetitions`` each: they are not listed);
+    ``est``: the :func:`estimates`, when already made."""
     est = estimates(work) if est is None else est
     if not est:
         return []
+    if cells is None and jobs != 1:
+        raise ValueError("summary_lines: the cells are needed for more than one worker")
     lines = [
         "estimated per cell (each learner's largest; rough: times from rates measured on one "
         "core, within a factor of a few; memory: the process running it, cached instances "
         "included):"
     ]
+    by_name: dict[str, list[CellEstimate]] = {name: [] for name in work.names}
+    # each dataset setting's (by object: the estimates share them) largest regret order
+    diag: dict[int, list] = {}
+    for e in est:
+        if e.method in by_name:
+            by_name[e.method].append(e)
+        seen = diag.get(id(e.setting))
+        if seen is None:
+            diag[id(e.setting)] = [e.setting, e.diagnostics_n]
+        elif e.diagnostics_n > seen[1]:
+            seen[1] = e.diagnostics_n
     for name in work.names:
-        mine = [e for e in est if e.method == name]
+        mine = by_name[name]
         m = max(mine, key=lambda e: e.worker)
         t = max(mine, key=lambda e: e.seconds)
         top = m.dominant()
@@ -759,12 +885,15 @@ def summary_lines(
             work.feature_map,
             d,
             blocks,
-            max((e.diagnostics_n for e in est if e.setting == d.setting), default=0),
+            max((n for setting, n in diag.values() if setting == d.setting), default=0),
         )
         for d in work.data
     )
     cpu = work.repetitions * (sum(e.seconds for e in est) + once)
-    sched = schedule(work, jobs, cells, est)
+    if cells is None:  # one worker: the largest cell's process is all
+        sched = Schedule(1, frozenset(), 0, max(e.worker for e in est))
+    else:
+        sched = schedule(work, jobs, cells, est)
     # the cells run one at a time add their whole time; the others share the jobs workers
     alone = (
         sum(
@@ -777,7 +906,8 @@ def summary_lines(
     )
     wall = alone + (cpu - alone) / jobs
     lines.append(
-        f"cells: {len(cells)}; largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
+        f"cells: {n_cells if cells is None else len(cells)}; "
+        f"largest cell: ~{largest['memory'] / 2**20:,.0f} MiB, "
         f"{largest['evaluations']:,} training evaluations; with --jobs {jobs}: "
         f"~{max(sched.peak, largest['memory']) / GiB:,.3g} GiB of the "
         f"{cap_gb(work.limits):,.3g} GiB allowed (limits.max_memory_gb)"

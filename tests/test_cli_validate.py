@@ -3,6 +3,7 @@ problem of a config reported with its key path, exit 2."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import TINY_CELLS, invoke, tiny_config, write_config
 
 _invoke = invoke
@@ -51,3 +52,86 @@ def test_missing_config_file_exit_2(tmp_path):
     assert "nope.yaml" in res.output and "Traceback" not in res.output
     res = _invoke(["validate", tmp_path / "nope.yaml"])
     assert res.exit_code == 2
+
+
+def _budget_lines_from_cells(cfg) -> list[str]:
+    """The derived-budget lines of ``ilnrun validate`` computed from every cell, one by one (the
+    reference for the lines validate reads from its estimates)."""
+    from ilnrun import config as C
+    from ilnrun import cost
+    from ilnrun.budget import derive, setting_size
+    from ilnrun.learners import LEARNERS
+
+    cells = C.cells(cfg)
+    work = cost.Workload.of(cfg)
+    Ts = sorted({c.data["T"] for c in cells})
+    budgeted = [m for m in LEARNERS if any(c.method == m and c.per_round for c in cells)]
+    sizes_of: dict = {}
+    for c in cells:
+        T, n_val, n_test, _ = work.sizes_of(c.data)
+        sizes_of.setdefault(T, n_val + n_test)
+    lines = []
+    for T in Ts:
+        for k in sorted({c.per_round for c in cells if c.per_round is not None}):
+            b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
+            sizes = ", ".join(
+                f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
+                for m in budgeted
+            )
+            lines.append(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
+            seen: list = []
+            for c in cells:
+                if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
+                    continue
+                seen.append((c.method, c.hyper))
+                name = LEARNERS[c.method].budget.name
+                own = setting_size(b, c.method, c.hyper)
+                if own != b.size(name):
+                    shown = ", ".join(f"{p}={v}" for p, v in c.hyper.items() if v is not None)
+                    lines.append(f"#     {name}={own} ({c.method}: {shown})")
+    return lines
+
+
+@pytest.mark.parametrize("match", ["evaluations", "samples", "total"])
+def test_the_derived_budgets_are_those_of_every_cell(tmp_path, match):
+    """``validate`` reads its derived budgets from the estimates (a learner setting once per
+    budget), not from every cell: the lines are those that every cell, read one by one, gives,
+    sizes derived for a batch included, at several T, budgets and validation sizes."""
+    from ilnrun.overrides import load_config
+
+    cfg = tiny_config(
+        **{
+            "repetitions": 3,
+            "dataset.T": [30, 50],
+            "dataset.n_val": [40, 20],
+            "budget.dsgd_k": [2, 4],
+            "budget.match": match,
+            "methods.doubly_sgd.batch": [1, 4, 7],
+            "methods.doubly_sgd.block": [None, 3],
+        }
+    )
+    if match == "total":
+        cfg["evaluation"] = {"m_test": "train", "kernel": "free", "curve_points": 10}
+        cfg["methods"].pop("kernel_ogd", None)
+    path = write_config(tmp_path / "c.yaml", cfg)
+    res = _invoke(["validate", path])
+    assert res.exit_code == 0, res.output
+    printed = [line for line in res.stdout.splitlines() if line.startswith(("#   T=", "#     "))]
+    expected = _budget_lines_from_cells(load_config(str(path), ()))
+    assert any(line.startswith("#     k=") for line in expected)  # a batch's own size shown
+    assert printed == expected
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_validate_makes_the_estimates_once(config_file, monkeypatch, jobs):
+    """The config's estimates are made once: for the memory check when it is resolved, then
+    read again for the lines ``validate`` prints (and the check of ``--jobs`` workers)."""
+    from ilnrun import cost
+
+    made = []
+    real = cost._estimates
+    monkeypatch.setattr(cost, "_LAST", [])
+    monkeypatch.setattr(cost, "_estimates", lambda work: made.append(1) or real(work))
+    res = _invoke(["validate", config_file, "--jobs", jobs])
+    assert res.exit_code == 0, res.output
+    assert len(made) == 1

@@ -281,3 +281,26 @@ def test_validate_estimates_the_batch_references_within_x2(method, T, rank, meas
     cfg["limits"] = {"max_memory_gb": 10_000.0}
     (est,) = resources.estimates(Workload.of(C.resolve(cfg)))
     assert 0.5 <= est.seconds / measured <= 2.0, (est.seconds, measured)
+
+
+def test_the_estimates_kept_follow_the_config_and_the_registry(monkeypatch):
+    """The last config's estimates are kept (validation and ``ilnrun validate`` read the same
+    ones) but made again for another config, or when a learner's spec is another object."""
+    import dataclasses
+
+    from ilnrun.learners import LEARNERS
+
+    monkeypatch.setattr(resources, "_LAST", [])
+    cfg = C.resolve(tiny_config())
+    first = resources.estimates(Workload.of(cfg))
+    assert resources.estimates(Workload.of(C.resolve(tiny_config()))) == first
+    other = resources.estimates(Workload.of(C.resolve(tiny_config(**{"dataset.T": 40}))))
+    assert {e.sizes[0] for e in other} == {40}
+    spec = dataclasses.replace(LEARNERS["doubly_sgd"], seconds=lambda *a: 123.0)
+    monkeypatch.setitem(LEARNERS, "doubly_sgd", spec)
+    again = resources.estimates(Workload.of(cfg))
+    slow = [e.seconds for e in again if e.method == "doubly_sgd"]
+    assert slow and min(slow) >= 123.0
+    assert [e.seconds for e in again if e.method != "doubly_sgd"] == [
+        e.seconds for e in first if e.method != "doubly_sgd"
+    ]

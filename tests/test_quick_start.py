@@ -56,6 +56,31 @@ def test_list_and_validate_import_no_heavy_package(tmp_path):
     assert _imported(COMMANDS.format(heavy=HEAVY), json.dumps(commands)) == []
 
 
+def test_importing_the_command_line_and_the_api_loads_no_heavy_package():
+    """``import ilnrun.cli`` (what the ``ilnrun`` command imports first), the package, its API
+    module and the config and cost model import none of the heavy packages: numba and scipy's
+    BLAS are loaded where a cell runs, the tables' libraries where a table is read."""
+    code = """
+import json, sys
+import ilnrun, ilnrun.cli, ilnrun.api, ilnrun.config, ilnrun.cost, ilnrun.overrides
+heavy = {heavy!r}
+print(json.dumps(sorted(m for m in sys.modules if m.partition(".")[0] in heavy)))
+"""
+    assert _imported(code.format(heavy=HEAVY)) == []
+
+
+@pytest.mark.parametrize("fmap", ["relu", "fourier", "random_net"])
+def test_validate_of_every_map_imports_no_heavy_package(tmp_path, fmap):
+    """``validate`` with each feature map (coordinate above): the data checks some maps make
+    (Fourier's bandwidth builds the training inputs) import no heavy package either."""
+    cfg = tiny_config(feature_map={"kind": fmap})
+    if fmap == "random_net":  # no closed-form kernel: no exact-kernel learner
+        cfg["methods"].pop("kernel_ogd")
+    path = write_config(tmp_path / "tiny.yaml", cfg)
+    commands = [["validate", str(path)], ["validate", str(path), "-j2"]]
+    assert _imported(COMMANDS.format(heavy=HEAVY), json.dumps(commands)) == []
+
+
 @pytest.mark.skipif(find_spec("numba") is None, reason="numba is not installed")
 def test_a_cell_loads_numba_and_scipys_blas_before_the_threads_are_pinned():
     """Importing the cell (what every engine, ``ilnrun.load`` and the estimators stand on) loads

@@ -179,23 +179,77 @@ def method_grid(spec_name: str, params: dict, skip: bool = True) -> list[dict]:
     """Expand a method's hyperparameter lists into settings; keys a setting does not use (the
     spec's ``unused``) are ``None`` and the duplicates this creates are dropped, and so are the
     settings the spec leaves out (its ``skip``; kept with ``skip=False``). Keys that are no
-    parameter of a setting (``edges_ok``) are left out (:func:`~ilnrun.config.keys.grid_params`)."""
+    parameter of a setting (``edges_ok``) are left out (:func:`~ilnrun.config.keys.grid_params`).
+
+    The settings are new mappings at every call; the expansion itself is made once per learner
+    and parameters (:func:`_expanded`: validation and ``ilnrun validate`` ask for a grid several
+    times, and a grid of presets can be a product of thousands of combinations)."""
     spec = LEARNERS[spec_name]
-    unused, left_out = spec.unused, (spec.skip if skip else None)
+    settings = _expanded(spec_name, params)
+    if skip and spec.skip is not None:
+        # ``skip`` and ``unused`` read a setting's values only: of equal settings, the first
+        # is kept or left out as the others would be
+        settings = [h for h in settings if not spec.skip(h)]
+    return [dict(h) for h in settings]
+
+
+# (learner, parameters' repr) -> (its spec, its settings): :func:`_expanded`'s last grids
+_GRIDS: dict[tuple[str, str], tuple[Any, list[dict]]] = {}
+_GRIDS_KEPT = 32
+
+
+def _plain(v: Any) -> bool:
+    """Whether ``v`` is made of YAML's plain values only (its ``repr`` then tells it apart)."""
+    if v is None or type(v) in (str, int, float, bool):
+        return True
+    if type(v) in (list, tuple):
+        return all(_plain(x) for x in v)
+    if type(v) is dict:
+        return all(type(k) is str and _plain(x) for k, x in v.items())
+    return False
+
+
+def _expanded(spec_name: str, params: dict) -> list[dict]:
+    """Every combination of ``params``' lists with the spec's ``unused`` keys ``None``, each
+    distinct setting once (compared as JSON, as ``json.dumps(h, sort_keys=True)`` compares
+    them), in the order of the product. Kept for the last :data:`_GRIDS_KEPT` (learner,
+    parameters); not to be changed by the caller."""
+    spec = LEARNERS[spec_name]
     params = grid_params(params)
+    # the parameters as written (their order is the product's, list and tuple differ), kept
+    # only for plain values, whose text says all of them
+    memo = (spec_name, repr(params)) if _plain(params) else None
+    found = _GRIDS.get(memo) if memo is not None else None
+    if found is not None and found[0] is spec:
+        return found[1]
+    unused = spec.unused
     keys = list(params)
+    values = [as_list(params[k]) for k in keys]
+    # a setting's signature: for each key (every setting has the same keys in the same order)
+    # the first position in its list of a value of the same JSON, -1 for null: settings of the
+    # same signature are those json.dumps(h, sort_keys=True) writes alike
+    ids = []
+    for vs in values:
+        texts = [json.dumps(v, sort_keys=True) for v in vs]
+        ids.append([-1 if t == "null" else texts.index(t) for t in texts])
+    position = {k: j for j, k in enumerate(keys)}
     seen, out = set(), []
-    for combo in itertools.product(*[as_list(params[k]) for k in keys]):
+    for combo, sig in zip(itertools.product(*values), itertools.product(*ids), strict=True):
         h = dict(zip(keys, combo, strict=True))
-        for key in unused(h):
-            if key in h:
+        dropped = [key for key in unused(h) if key in h]
+        if dropped:
+            marks = list(sig)
+            for key in dropped:
                 h[key] = None
-        if left_out is not None and left_out(h):
-            continue
-        sig = json.dumps(h, sort_keys=True)
+                marks[position[key]] = -1
+            sig = tuple(marks)
         if sig not in seen:
             seen.add(sig)
             out.append(h)
+    if memo is not None:
+        if len(_GRIDS) >= _GRIDS_KEPT:
+            del _GRIDS[next(iter(_GRIDS))]
+        _GRIDS[memo] = (spec, out)
     return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .base import DataError, Dataset, DatasetSpec, T_param, declared, param
 from .reader import Table
+from .shipped import bundled
 from .tables import (
     TABLE_CHOICES,
     TABLE_SPLIT_PARAMS,
@@ -22,19 +23,32 @@ from .tables import (
 DIABETES_INSTALL = "pip install scikit-learn"
 
 
+# load_diabetes's feature names, in the order of its data file's columns
+FEATURES = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
+
+
 def diabetes_table() -> Table:
-    """scikit-learn's bundled diabetes data, raw (unscaled) values; ``target`` is the label."""
+    """scikit-learn's bundled diabetes data, raw (unscaled) values; ``target`` is the label.
+    Read from scikit-learn's data files as ``load_diabetes(scaled=False)`` reads them
+    (:mod:`ilnrun.datasets.shipped`: the same arrays, without importing scikit-learn), else by
+    ``load_diabetes`` itself."""
     if importlib.util.find_spec("sklearn") is None:
         raise DataError(
             "kind",
             f"the 'diabetes' dataset needs scikit-learn, which is not installed: "
             f"{DIABETES_INSTALL}",
         )
-    from sklearn.datasets import load_diabetes
+    data = bundled("diabetes_data_raw.csv.gz", len(FEATURES))
+    target = bundled("diabetes_target.csv.gz", 1) if data is not None else None
+    if target is not None and len(target) == len(data):
+        names = FEATURES
+    else:
+        from sklearn.datasets import load_diabetes
 
-    b = load_diabetes(scaled=False)
-    table = {name: b.data[:, i] for i, name in enumerate(b.feature_names)}
-    table["target"] = b.target
+        b = load_diabetes(scaled=False)
+        data, target, names = b.data, b.target, b.feature_names
+    table = {name: data[:, i] for i, name in enumerate(names)}
+    table["target"] = target
     return table
 
 

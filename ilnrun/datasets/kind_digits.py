@@ -22,6 +22,7 @@ from .classes import (
     pm1_table,
 )
 from .reader import Table
+from .shipped import bundled
 from .tables import table_identity, what_is_used
 
 DIGITS_INSTALL = "pip install scikit-learn"
@@ -30,17 +31,26 @@ SOURCE = "scikit-learn's handwritten digits"
 
 
 def digits_table() -> Table:
-    """scikit-learn's digits: the 64 pixel columns and ``digit`` (0–9), raw grey levels."""
+    """scikit-learn's digits: the 64 pixel columns and ``digit`` (0–9), raw grey levels. Read
+    from scikit-learn's data file as ``load_digits`` reads it (:mod:`ilnrun.datasets.shipped`:
+    the same arrays, without importing scikit-learn), else by ``load_digits`` itself."""
     if importlib.util.find_spec("sklearn") is None:
         raise DataError(
             "kind",
             f"the 'digits' dataset needs scikit-learn, which is not installed: {DIGITS_INSTALL}",
         )
-    from sklearn.datasets import load_digits
+    data = bundled("digits.csv.gz", 65, delimiter=",")
+    if data is not None:  # load_digits: the last column is the digit, the others the pixels
+        target = data[:, -1].astype(int, copy=False)
+        pixels = data[:, :-1]
+        names = [f"pixel_{row}_{col}" for row in range(8) for col in range(8)]
+    else:
+        from sklearn.datasets import load_digits
 
-    b = load_digits()
-    table = {name: b.data[:, i] for i, name in enumerate(b.feature_names)}
-    table[TARGET] = b.target.astype(float)
+        b = load_digits()
+        target, pixels, names = b.target, b.data, b.feature_names
+    table = {name: pixels[:, i] for i, name in enumerate(names)}
+    table[TARGET] = target.astype(float)
     return table
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
 
@@ -46,10 +47,27 @@ def available() -> bool:
     its first cell), else whether numba is installed and not switched off, found without
     importing it (``ilnrun validate``; a numba that is installed but fails to import counts as
     running there: the estimate is rough anyway)."""
+    if _HELD:
+        return _HELD[-1]
     kernels = sys.modules.get(_KERNELS)
     if kernels is not None:
         return kernels.available()
     return not switched_off() and _installed()
+
+
+_HELD: list[bool] = []  # the answers held by :func:`held`, innermost last
+
+
+@contextmanager
+def held() -> Iterator[bool]:
+    """Within it, :func:`available` gives the answer it gave on entering, without asking again
+    (reading the environment costs about a microsecond, and the estimates of a config ask it
+    once for every learner setting of every dataset setting: ``ilnrun.cost.estimates``)."""
+    _HELD.append(available())
+    try:
+        yield _HELD[-1]
+    finally:
+        _HELD.pop()
 
 
 def implemented(

@@ -295,7 +295,7 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
         b = min(n_eval, a + rows_per_chunk)
         cnt = counts[: b - a]
         multinomial_rows(rng, m, p, r, logq, keys, bounds, filled, chains, cnt)
-        W = rng.integers(0, D, (b - a) * m)
+        W = kernels.draw_indices(rng, D, (b - a) * m)
         for row in range(b - a):
             k = 0
             for i in range(d):  # the m draws of i in ascending order: row offsets (and signs)
@@ -313,7 +313,7 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
                 for k in range(m):
                     w = Wr[k]
                     prod[k] = train[key[k] + w] * sk[k] * x[w]
-            out[a + row] = total * (pairwise_sum(prod, 0, m) / m)
+            out[a + row] = total * (pairwise_sum(prod, kernels.ZERO, m) / m)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -42,7 +42,11 @@ from .shrinking_gradient_kernels import (
     RANDOM_NET,
     RELU,
     SQRT2,
+    ZERO,
     _jit,
+    draw_gaussian,
+    draw_indices,
+    draw_phases,
     net_point,
     relu,
     wx,
@@ -100,23 +104,36 @@ def _random_net(x, W, b, lo, hi, out):
     net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
 
 
+# (the draws stored by loops, not assigned to slices: see shrinking_gradient_kernels.draw_w)
+
+
 def _draw_coordinate(rng, d, k, sigma, W, b, lo):
-    W[lo : lo + k] = rng.integers(0, d, k)
+    drawn = draw_indices(rng, d, k)
+    for j in range(k):
+        W[lo + j] = drawn[j]
 
 
 def _draw_relu(rng, d, k, sigma, W, b, lo):
-    W[lo : lo + k] = rng.standard_normal((k, d))
+    drawn = draw_gaussian(rng, k, d)
+    for j in range(k):
+        for c in range(d):
+            W[lo + j, c] = drawn[j, c]
 
 
 def _draw_fourier(rng, d, k, sigma, W, b, lo):
-    W[lo : lo + k] = rng.standard_normal((k, d)) / sigma
-    b[lo : lo + k] = rng.uniform(0.0, 2.0 * np.pi, k)
+    drawn = draw_gaussian(rng, k, d)
+    for j in range(k):
+        for c in range(d):
+            W[lo + j, c] = drawn[j, c] / sigma
+    phases = draw_phases(rng, k)
+    for j in range(k):
+        b[lo + j] = phases[j]
 
 
 def _draw_random_net(rng, d, k, sigma, W, b, lo):
     h = b.shape[1]
     o = h * d
-    drawn = rng.standard_normal((k, o + h))  # per draw: W row-major, then v
+    drawn = draw_gaussian(rng, k, o + h)  # per draw: W row-major, then v
     for j in range(k):
         for l in range(h):
             for c in range(d):
@@ -168,7 +185,7 @@ def dsgd_rounds(
         # Algorithm 2: f(x_t) = s sum_{j < n_old} c_j psi(x_t; w_j)
         f = 0.0
         if n_old:
-            features(x, W, b, 0, n_old, psi)
+            features(x, W, b, ZERO, n_old, psi)
             counts[0] += n_old
             f = s * np.dot(c[:n_old], psi[:n_old])
         # (f - y)**2 as Python's float power: libm's pow (the exponent read from ``state``, so
@@ -218,7 +235,7 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
     r = len(beta)
     average = len(bsum) > 0
     for t in range(t0, t1):
-        features(X[t], W, b, 0, r, z)
+        features(X[t], W, b, ZERO, r, z)
         for j in range(r):
             z[j] *= inv_sqrt_r
         counts[0] += r
@@ -249,6 +266,25 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
 # rows contiguous.
 
 
+def copy_into(dst, src):
+    """``dst[:] = src``. The functions below change arrays in place (views, ``-=``) and copy
+    by this, never by assigning an array to a slice: compiled, such an assignment compiles
+    numba's shape-mismatch error and its message formatting, seconds of a first compilation
+    (its compiled form, registered below, is a loop: the same values)."""
+    dst[:] = src
+
+
+if sgk.numba is not None:
+
+    @overload(copy_into)
+    def _copy_into(dst, src):
+        def copy(dst, src):
+            for j in range(len(src)):
+                dst[j] = src[j]
+
+        return copy
+
+
 def _rls_predict(U, c, n, v):
     """``(L^-1 v) . c`` over the first ``n`` entries, ``L = U^T``, ``v[:n]`` overwritten by
     ``L^-1 v`` (forward substitution by columns of ``L``, i.e. rows of ``U``). The prequential
@@ -260,7 +296,8 @@ def _rls_predict(U, c, n, v):
         return 0.0
     for i in range(n):
         v[i] /= U[i, i]
-        v[i + 1 : n] -= v[i] * U[i, i + 1 : n]
+        rest = v[i + 1 : n]
+        rest -= v[i] * U[i, i + 1 : n]
     return np.dot(v[:n], c[:n])
 
 
@@ -268,7 +305,7 @@ def _rls_primal_update(U, c, z, y, x):
     """``A <- A + z z^T``, ``b <- b + y z``: the rank-one Cholesky update (Givens form) of the
     augmented factor ``[[L, 0], [c^T, .]]`` of ``[[A, b], [b^T, .]]`` by ``[z; y]``, which
     updates ``L = U^T`` and ``c = L^-1 b`` together; ``x`` is work space."""
-    x[:] = z
+    copy_into(x, z)
     xy = y
     r = len(x)
     for k in range(r):
@@ -278,8 +315,12 @@ def _rls_primal_update(U, c, z, y, x):
         cc = rr / ukk
         s = xk / ukk
         U[k, k] = rr
-        U[k, k + 1 : r] = (U[k, k + 1 : r] + s * x[k + 1 : r]) / cc
-        x[k + 1 : r] = cc * x[k + 1 : r] - s * U[k, k + 1 : r]
+        row = U[k, k + 1 : r]  # (U_k + s x) / cc, then x cc - s U_k with the new U_k
+        row += s * x[k + 1 : r]
+        row /= cc
+        rest = x[k + 1 : r]
+        rest *= cc
+        rest -= s * row
         c[k] = (c[k] + s * xy) / cc
         xy = cc * xy - s * c[k]
 
@@ -292,7 +333,7 @@ def _rls_dual_update(U, c, t, kappa, Tlam, l, y, yhat):
     d2 = kappa + Tlam
     if t:
         d2 -= np.dot(l[:t], l[:t])
-        U[:t, t] = l[:t]
+        copy_into(U[:t, t], l[:t])
     if not d2 >= Tlam:
         d2 = Tlam
     d = math.sqrt(d2)
@@ -304,12 +345,13 @@ def _rls_beta(U, c, n, Z, alpha, beta):
     """The ridge coefficients on the first ``n`` points: ``alpha = U^-1 c`` (back substitution
     by columns of ``U``), then primal (``Z`` empty) ``beta = alpha``, dual
     ``beta = Z^T alpha = sum_i alpha_i z_i`` (in the order of the points)."""
-    alpha[:n] = c[:n]
+    copy_into(alpha[:n], c[:n])
     for i in range(n - 1, -1, -1):
         alpha[i] /= U[i, i]
-        alpha[:i] -= alpha[i] * U[:i, i]
+        head = alpha[:i]
+        head -= alpha[i] * U[:i, i]
     if len(Z) == 0:
-        beta[:] = alpha[:n]
+        copy_into(beta, alpha[:n])
         return
     beta[:] = 0.0
     for i in range(n):
@@ -337,17 +379,19 @@ def ridge_rounds(t0, t1, X, y, W, b, inv_sqrt_r, Tlam, U, c, Z, z, v, x, losses,
     r = len(z)
     dual = len(Z) > 0
     for t in range(t0, t1):
-        features(X[t], W, b, 0, r, z)
+        features(X[t], W, b, ZERO, r, z)
         for j in range(r):
             z[j] *= inv_sqrt_r
         counts[0] += r
         if dual:
-            Z[t] = z
+            for j in range(r):
+                Z[t, j] = z[j]
             if t:
-                wx(z, Z, 0, t, v)  # k = Z z over the points before t
+                wx(z, Z, ZERO, t, v)  # k = Z z over the points before t
             yhat = rls_predict(U, c, t, v)
         else:
-            v[:] = z
+            for j in range(r):
+                v[j] = z[j]
             yhat = rls_predict(U, c, r, v)
         losses[t] = 0.5 * math.pow(yhat - y[t], state[0])
         if not abs(yhat) <= DIVERGENCE_BOUND:

@@ -272,7 +272,7 @@ def fit_compiled(
     state = np.array([1.0, 0.0, 2.0])  # s, total, the exponent of the loss
     counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, diverged
     kind = kernels.kind_of(fmap)
-    param = kernels.map_param(fmap)
+    param, net = kernels.map_param(fmap), kernels.map_net(fmap)
     blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
     threads = hp.threads or 1  # None (a direct call): one thread
     if threads > 1 and hp.m >= PARALLEL_FROM:
@@ -280,7 +280,7 @@ def fit_compiled(
     n, timed_out = compiled_rounds(
         T, hp.deadline, lambda t: max(1, hp.m),
         lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, param, hp.m, SHRINK_BOUND * hp.B,
+            t, t1, X, yv, etas, kind, param, net, hp.m, SHRINK_BOUND * hp.B,
             -1.0 if hp.printed_sign else 1.0,
             hp.sampler == "systematic", RESCALE_BELOW, blocks, rng,
             a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,

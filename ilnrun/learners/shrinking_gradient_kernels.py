@@ -53,6 +53,9 @@ DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # dimension it is one piece (einsum_dot); beyond it ReLU, Fourier and random-net features (whose
 # hidden width h is summed the same way) run as numpy code
 MAX_D = 8192
+# 0 as an argument of a compiled function called from compiled code: a constant argument is
+# typed as its value (``Literal[int](0)``) and compiles the callee once more, for that value
+ZERO = np.int64(0)
 # a round's search gathers each pair as it finds its row while the stored rows hold at most
 # this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
 FUSED_UP_TO = 1 << 17
@@ -203,24 +206,58 @@ def pairwise_sum(a, lo, n):
 # ----------------------------------------------------------------------------------------------
 # feature maps: the draws of FeatureMap.sample and the values of FeatureMap.pairs / point.
 # ``param`` is the map's number (:func:`map_param`): ``None`` for coordinate features, the
-# bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU.
+# bandwidth ``sigma`` for Fourier, the hidden width ``h`` for random-net, unused for ReLU;
+# ``net`` is the hidden width of a random-net map, ``None`` for the others (:func:`map_net`).
+# numba removes the branches on ``param is None`` and ``net is None`` before it compiles for a
+# ``None`` argument: the draws and ``psi(x_t; w)`` of a pass compile its map family's code only.
+
+
+# The generator's draws through one compiled function each: numba compiles a generator method
+# into every compiled function that calls it, so the passes and the Algorithm-2 estimates share
+# these instead (the same calls, the same numbers).
 
 
 @_jit
-def draw_w(rng, kind, d, n, param):
+def draw_indices(rng, d, n):
+    """``rng.integers(0, d, n)``."""
+    return rng.integers(0, d, n)
+
+
+@_jit
+def draw_gaussian(rng, n, d):
+    """``rng.standard_normal((n, d))``."""
+    return rng.standard_normal((n, d))
+
+
+@_jit
+def draw_phases(rng, n):
+    """``rng.uniform(0.0, 2 pi, n)`` (Fourier features' phases)."""
+    return rng.uniform(0.0, 2.0 * np.pi, n)
+
+
+@_jit
+def draw_w(rng, kind, d, n, param, net):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
     ReLU / Fourier / random-net parameters in the rows of ``Wf`` (Fourier: the phase in the last
     column; random-net: ``W`` row-major, then ``v``)."""
     if param is None:
-        return rng.integers(0, d, n), np.empty((0, 0))
+        return draw_indices(rng, d, n), np.empty((0, 0))
+    if net is not None:
+        h = int(net)
+        return np.empty(0, np.int64), draw_gaussian(rng, n, h * d + h)
     if kind == RELU:
-        return np.empty(0, np.int64), rng.standard_normal((n, d))
-    if kind == RANDOM_NET:
-        h = int(param)
-        return np.empty(0, np.int64), rng.standard_normal((n, h * d + h))
+        return np.empty(0, np.int64), draw_gaussian(rng, n, d)
+    # the draws of FeatureMap.sample in its order (the Gaussian rows, then the phases), stored
+    # by loops: an array assigned to a slice compiles numba's shape-mismatch error (its message
+    # formatting) once per assignment, seconds of a first compilation
+    g = draw_gaussian(rng, n, d)
     Wf = np.empty((n, d + 1))
-    Wf[:, :d] = rng.standard_normal((n, d)) / param
-    Wf[:, d] = rng.uniform(0.0, 2.0 * np.pi, n)
+    for i in range(n):
+        for c in range(d):
+            Wf[i, c] = g[i, c] / param
+    phases = draw_phases(rng, n)
+    for i in range(n):
+        Wf[i, d] = phases[i]
     return np.empty(0, np.int64), Wf
 
 
@@ -237,7 +274,9 @@ def wx(x, W, lo, hi, out):
     if hi - lo == 1:
         out[0] = np.dot(W[lo], x)
     else:
-        out[: hi - lo] = np.dot(W[lo:hi], x)
+        v = np.dot(W[lo:hi], x)
+        for j in range(hi - lo):  # (a loop: see draw_w)
+            out[j] = v[j]
 
 
 @_jit
@@ -256,7 +295,7 @@ def net_psi(x, w, d, h):
     o = h * d
     l0 = 0.0
     l1 = 0.0
-    k = 0
+    k = ZERO  # (not the constant 0: net_unit would be compiled for it too)
     while h - k >= 8:
         a = w[o + k + 6] * net_unit(x, w, d, k + 6) + l0
         b = w[o + k + 7] * net_unit(x, w, d, k + 7) + l1
@@ -292,7 +331,9 @@ def net_point(x, W, V, lo, hi, d, h, out):
 
 @_jit
 def pair(kind, param, X, i, wi, Wf, j, d):
-    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``)."""
+    """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``). (The maps' branches are kept
+    here, whatever the map: with the random-net branch removed for ReLU features, the compiled
+    search of a ReLU pass ran ~6% slower.)"""
     if param is None:
         return X[i, wi[j]]
     if kind == RELU:
@@ -311,20 +352,22 @@ def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
 
 
 @_jit
-def psi_point(kind, param, x, wi, Wf, d):
+def psi_point(kind, param, net, x, wi, Wf, d):
     """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
     if param is None:
         return x[wi]
+    if net is not None:
+        h, n = int(net), Wf.shape[0]
+        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
+        v = np.empty(n)
+        # the output weights contiguous, as the Doubly SGD / Fixed-Random passes store them:
+        # one compiled net_point for both
+        net_point(x, W, np.ascontiguousarray(Wf[:, h * d :]), ZERO, n, d, h, v)
+        return v
     if kind == RELU:
         v = np.dot(Wf, x)
         for j in range(len(v)):
             v[j] = SQRT2 * relu(v[j])
-        return v
-    if kind == RANDOM_NET:
-        h, n = int(param), Wf.shape[0]
-        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
-        v = np.empty(n)
-        net_point(x, W, Wf[:, h * d :], 0, n, d, h, v)
         return v
     v = np.dot(np.ascontiguousarray(Wf[:, :d]), x)
     for j in range(len(v)):
@@ -408,7 +451,7 @@ def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
         i[k] = h
         if param is None:  # start reading the pair's number now: the gather then finds it
             prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
-    pairs(kind, param, X, i, wi, Wf, 0, d, order, out)
+    pairs(kind, param, X, i, wi, Wf, ZERO, d, order, out)
     for k in order:
         out[k] *= sgn[i[k]]
 
@@ -432,13 +475,14 @@ search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
 
 @_jit
 def sg_rounds(
-    t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks, rng,
-    a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+    t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
+    rng, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. ``param``: :func:`map_param`. With
+    train_evals, diverged]`` carry the pass between calls. ``param``, ``net``: :func:`map_param`,
+    :func:`map_net`. With
     ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
     ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
@@ -460,8 +504,8 @@ def sg_rounds(
             else:  # rng.random(m) * total, one draw at a time (the same stream)
                 for k in range(m):
                     u[k] = rng.random() * total
-            wi, Wf = draw_w(rng, kind, d, m, param)
-            psi_t = psi_point(kind, param, X[t], wi, Wf, d)
+            wi, Wf = draw_w(rng, kind, d, m, param, net)
+            psi_t = psi_point(kind, param, net, X[t], wi, Wf, d)
             # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
             # searched and gathered in (nearly) ascending order of u
             if not systematic:
@@ -524,19 +568,30 @@ def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
     """:func:`chunk_estimates_compiled` for the feature map ``fmap`` (its :func:`kind_of` and
     :func:`map_param`)."""
     chunk_estimates_compiled(
-        X_train, X_eval, a, kind_of(fmap), map_param(fmap), sgn, total, m, counts, rng, out
+        X_train,
+        X_eval,
+        a,
+        kind_of(fmap),
+        map_param(fmap),
+        map_net(fmap),
+        sgn,
+        total,
+        m,
+        counts,
+        rng,
+        out,
     )
 
 
 @_jit
-def chunk_estimates_compiled(X_train, X_eval, a, kind, param, sgn, total, m, counts, rng, out):
+def chunk_estimates_compiled(X_train, X_eval, a, kind, param, net, sgn, total, m, counts, rng, out):
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
     products ``sgn(alpha_i) psi(x_i; w) psi(x; w)`` of a row in ascending ``i``, and
     ``E = |alpha|_1 mean_k(...)``."""
     rows, d = counts.shape[0], X_eval.shape[1]
-    wi, Wf = draw_w(rng, kind, d, rows * m, param)
+    wi, Wf = draw_w(rng, kind, d, rows * m, param, net)
     idx, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
     prod, pe = np.empty(m), np.empty(m)
     for r in range(rows):
@@ -550,7 +605,7 @@ def chunk_estimates_compiled(X_train, X_eval, a, kind, param, sgn, total, m, cou
         pairs(kind, param, X_eval, pts, wi, Wf, r * m, d, order, pe)
         for k in range(m):
             prod[k] = sgn[idx[k]] * prod[k] * pe[k]
-        out[a + r] = total * (pairwise_sum(prod, 0, m) / m)
+        out[a + r] = total * (pairwise_sum(prod, ZERO, m) / m)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -583,6 +638,12 @@ def map_param(fmap) -> float | None:
     if kind == COORDINATE:
         return None
     return float(fmap.h) if kind == RANDOM_NET else float(getattr(fmap, "sigma", 1.0))
+
+
+def map_net(fmap) -> float | None:
+    """The ``net`` argument of the kernels: a random-net map's hidden width ``h`` as a float,
+    ``None`` for the other maps (so that their passes compile no random-net code)."""
+    return float(fmap.h) if kind_of(fmap) == RANDOM_NET else None
 
 
 def kind_of(fmap) -> int | None:

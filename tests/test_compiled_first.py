@@ -1,0 +1,84 @@
+"""What a first compilation compiles (docs/algorithms.md §1.9): each of ilnrun's kernels once, for
+one signature, never for a constant argument's value; no shape-mismatch error (numba compiles
+its message formatting for every array assigned to a slice); no random-net code for ReLU
+features. Checked on an empty compilation cache, in a fresh interpreter, with numba's own
+record of what it compiles (no time is measured)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ilnrun.learners import shrinking_gradient_kernels as kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Every compiled pass a ReLU run uses: Shrinking Gradient (final and averaged, its Algorithm-2
+# estimates), Doubly SGD, Fixed-Random by SGD and by ridge (primal and dual).
+CODE = """
+import json, sys
+import numpy as np
+from numba.core import event
+from ilnrun.features import ReLU
+from ilnrun.learners import LEARNERS, load_native
+from ilnrun.numeric_env import one_thread
+
+compiled = []
+
+class Record(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        f = getattr(ev.data.get("dispatcher"), "py_func", None)
+        name = f"{f.__module__}.{f.__qualname__}" if f is not None else "?"
+        compiled.append((name, str(ev.data.get("args"))))
+
+event.register("numba:compile", Record())
+load_native()
+rng = np.random.default_rng(0)
+X = np.clip(rng.standard_normal((40, 6)) / 2, -1, 1)
+y = np.tanh(X[:, :2].sum(1))
+fmap = ReLU(6)
+with one_thread():
+    sg = LEARNERS["shrinking_gradient"].fit(
+        X, y, fmap, np.random.default_rng(1), eta=0.3, m=30, B=1.0, average=True
+    )
+    sg.averaged.predict_estimated(X, X[:10], fmap, 50, np.random.default_rng(2))
+    LEARNERS["doubly_sgd"].fit(X, y, fmap, np.random.default_rng(3), eta=0.05, k=2)
+    fr = LEARNERS["fixed_random"].fit
+    fr(X, y, fmap, np.random.default_rng(4), eta=0.05, r=20)
+    fr(X, y, fmap, np.random.default_rng(5), solver="ridge", lam=0.1, r=20)
+    fr(X, y, fmap, np.random.default_rng(6), solver="ridge", lam=0.1, r=80)
+print(json.dumps(compiled))
+"""
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+def test_a_relu_run_compiles_each_kernel_once(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", CODE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    compiled = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = [(name, args) for name, args in compiled if name.startswith("ilnrun.")]
+    names = [name for name, _ in ours]
+    assert "ilnrun.learners.shrinking_gradient_kernels.sg_rounds" in names  # compiled here
+    kernels_ = [n for n in names if "<locals>" not in n]  # (an overload's copies aside)
+    twice = sorted({n for n in kernels_ if kernels_.count(n) > 1})
+    assert twice == [], f"compiled for more than one signature: {twice}"
+    literal = [(n, a) for n, a in ours if "Literal[" in a]
+    assert literal == [], f"compiled for a constant argument: {literal}"
+    shape_errors = [n for n, _ in compiled if "raise_with_shape_context" in n]
+    assert shape_errors == [], "an array assigned to a slice in compiled code"
+    assert not any(n.endswith(".net_point") for n in names), "random-net code for ReLU features"
