@@ -74,21 +74,36 @@ def _budget_lines_from_cells(cfg) -> list[str]:
     for T in Ts:
         for k in sorted({c.per_round for c in cells if c.per_round is not None}):
             b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
-            sizes = ", ".join(
-                f"{LEARNERS[m].budget.name}={b.size(LEARNERS[m].budget.name)} ({m})"
-                for m in budgeted
-            )
-            lines.append(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
             seen: list = []
+            taken: dict[str, dict[int, list[dict]]] = {}
             for c in cells:
                 if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
                     continue
                 seen.append((c.method, c.hyper))
-                name = LEARNERS[c.method].budget.name
                 own = setting_size(b, c.method, c.hyper)
-                if own != b.size(name):
-                    shown = ", ".join(f"{p}={v}" for p, v in c.hyper.items() if v is not None)
-                    lines.append(f"#     {name}={own} ({c.method}: {shown})")
+                taken.setdefault(c.method, {}).setdefault(own, []).append(c.hyper)
+            shown = {
+                m: next(iter(taken[m]))
+                if len(taken.get(m, ())) == 1
+                else b.size(LEARNERS[m].budget.name)
+                for m in budgeted
+            }
+            sizes = ", ".join(f"{LEARNERS[m].budget.name}={shown[m]} ({m})" for m in budgeted)
+            lines.append(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
+            for method, by_size in taken.items():
+                size = LEARNERS[method].budget
+                for own, hypers in by_size.items():
+                    if own != b.size(size.name):
+                        first = hypers[0]
+                        common = [
+                            f"{p}={v}"
+                            for p, v in first.items()
+                            if v is not None and all(h.get(p) == v for h in hypers[1:])
+                        ]
+                        text = f": {', '.join(common)}" if common else ""
+                        text += f"; {len(hypers)} settings" if len(hypers) > 1 else ""
+                        why = f": {size.setting_doc}" if size.setting_doc else ""
+                        lines.append(f"#     {size.name}={own} ({method}{text}){why}")
     return lines
 
 
