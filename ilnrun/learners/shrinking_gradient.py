@@ -264,27 +264,39 @@ def fit_compiled(
     X = np.ascontiguousarray(X, dtype=float)
     etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
     yv = np.ascontiguousarray(y, dtype=float)
-    a, sgn, cum = np.zeros(T), np.zeros(T), np.zeros(T)
+    a, sgn = np.zeros(T), np.zeros(T)
+    cum = np.full(T + 4, np.inf)  # prefix sums, then +inf (kernels.guided_search reads past them)
     alpha_new, alpha_l1, losses = np.zeros(T), np.zeros(T), np.empty(T)
     shrinks_before = np.zeros(T, dtype=np.int64)
-    state = np.array([1.0, 0.0, 2.0])  # s, total, the exponent of the loss
+    state = np.array([1.0, 0.0, 2.0, 0.0])  # s, total, the exponent of the loss, guide scale
     counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, diverged
+    # the guide of the index search (kernels.guide_update): buckets, [U, top, covered]
+    G, guide = np.empty(2 * max(T, 64) + 2, dtype=np.int64), np.array([0, -1, T + 1])
     kind = kernels.kind_of(fmap)
     param = kernels.map_param(fmap)
+    # coordinate draws from numpy's PCG64 are made in the kernels (the same numbers): the
+    # generator's state goes in, and comes back after every call
+    stream = kernels.own_stream(rng, kind, X.shape[1])
     blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
     threads = hp.threads or 1  # None (a direct call): one thread
     if threads > 1 and hp.m >= PARALLEL_FROM:
-        blocks = kernels.set_threads(threads) * 4
+        blocks = kernels.set_threads(threads)
+
+    def rounds(t: int, t1: int) -> int:
+        try:
+            return kernels.sg_rounds(
+                t, t1, X, yv, etas, kind, param, hp.m, SHRINK_BOUND * hp.B,
+                -1.0 if hp.printed_sign else 1.0,
+                hp.sampler == "systematic", RESCALE_BELOW, blocks, rng, stream, G, guide,
+                a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+            )  # fmt: skip
+        finally:
+            if stream is not None:
+                kernels.pcg.put_state(rng, stream)
+
     n, timed_out = compiled_rounds(
-        T, hp.deadline, lambda t: max(1, hp.m),
-        lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, param, hp.m, SHRINK_BOUND * hp.B,
-            -1.0 if hp.printed_sign else 1.0,
-            hp.sampler == "systematic", RESCALE_BELOW, blocks, rng,
-            a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
-        ),
-        lambda: bool(counts[3]),
-    )  # fmt: skip
+        T, hp.deadline, lambda t: max(1, hp.m), rounds, lambda: bool(counts[3])
+    )
     shrinks = int(counts[0])
     c = new_counters()
     c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
@@ -601,8 +613,9 @@ SPEC = LearnerSpec(
     exact_online_loss=_exact_online_loss,
     notes=_notes,
     curve=_curve,
-    # T-long arrays, and per round m draws: keys, indices, parameters and products
-    memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
+    # T-long arrays (the compiled pass's index-search guide: 2 T more), and per round m draws:
+    # keys, indices, parameters and products, and the compiled pass's search order
+    memory=lambda m, T, w: 8 * (10 * T + m * (w + 10)),
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
     implements={"compiled": COMPILED, "jax": JAX},
     losses=_losses,
