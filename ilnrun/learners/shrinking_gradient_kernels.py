@@ -18,8 +18,8 @@ order (docs/algorithms.md §1.9):
 
 The index ``i ~ |alpha_i| / |alpha|_1`` of each sample is the numpy code's
 ``searchsorted(cum, u total, side='right')`` exactly, found from a guide table over the prefix
-sums (:func:`guided_search`) in nearly ascending order of the keys, the stored rows read ahead
-of use (:func:`block_search`); no number depends on the order or the threads.
+sums (:func:`guided_search`), the stored numbers read ahead of use (:func:`block_search`); no
+number depends on the order of the work or the threads.
 
 So ``FitResult`` and every test estimate are bit-identical to the numpy path's. That these
 sums are the numpy build's own is checked on first use in every process (:func:`agrees`): a
@@ -60,8 +60,6 @@ DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 # dimension it is one piece (einsum_dot); beyond it ReLU, Fourier and random-net features (whose
 # hidden width h is summed the same way) run as numpy code
 MAX_D = 8192
-# a round's iid keys are counting-sorted into buckets of about this many keys (block_order)
-SORT_BUCKET = 16
 # the search runs this many keys ahead of the gather (block_search: the prefetches in flight)
 PREFETCH_AHEAD = 32
 
@@ -443,72 +441,38 @@ def guided_search(cum, n, key, G, top1, scale):
 
 
 @_jit
-def block_order(lo, hi, m, u, total, systematic, r, param, wi, us, ws, ks, start, bucket):
-    """Keys ``lo .. hi - 1`` of a round in (nearly) ascending order: ``us[p]`` the key,
-    ``ks[p]`` its draw index ``k`` and, for coordinate features, ``ws[p] = wi[k]``, for ``p`` in
-    ``lo .. hi - 1``. Systematic keys ``(k / m + r) total`` ascend as drawn; iid keys ``u`` are
-    counting-sorted into buckets of about ``SORT_BUCKET`` keys (``start[lo:hi]``,
-    ``bucket[lo:hi]``: work space). Searching and gathering in this order reads the guide,
-    ``cum``, ``sgn`` and the stored rows nearly sequentially; no number depends on it."""
-    nb = (hi - lo) // SORT_BUCKET
-    sc = nb / total
-    if systematic or nb < 2 or not (0.0 < sc < math.inf):
-        for p in range(lo, hi):
-            us[p] = (p / m + r) * total if systematic else u[p]
-            ks[p] = p
-            if param is None:
-                ws[p] = wi[p]
-        return
-    start[lo : lo + nb + 1] = 0
-    for k in range(lo, hi):
-        b = min(nb - 1, int(u[k] * sc))
-        bucket[k] = b
-        start[lo + b + 1] += 1
-    for b in range(lo, lo + nb):
-        start[b + 1] += start[b]
-    for k in range(lo, hi):
-        p = lo + start[lo + bucket[k]]
-        start[lo + bucket[k]] += 1
-        us[p] = u[k]
-        ks[p] = k
-        if param is None:
-            ws[p] = wi[k]
-
-
-@_jit
 def block_search(
     lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
-    guided, us, ws, ks, hs, start, bucket, signed,
+    guided, hs, signed,
 ):  # fmt: skip
-    """``signed[k] = psi(x_i; w_k) sgn[i]`` with ``i = upper_bound(cum, n, key_k)`` for the keys
-    ``lo .. hi - 1`` of a round (each computed alone: the same numbers in any order, by any
-    number of blocks), in :func:`block_order`'s order. With coordinate features the search
-    runs ``PREFETCH_AHEAD`` keys ahead of the gather and asks the processor to start reading
-    each pair's number ``X[i, w]`` as soon as ``i`` is found (a prefetch, a hint that changes no
-    number): the reads from memory overlap, and the gather finds its number in the cache."""
-    block_order(lo, hi, m, u, total, systematic, r, param, wi, us, ws, ks, start, bucket)
+    """``signed[k] = psi(x_i; w_k) sgn[i]`` with ``i = upper_bound(cum, n, key_k)`` for the
+    samples ``k`` in ``lo .. hi - 1`` of a round (each computed alone: the same numbers by any
+    number of blocks), the keys ``u[k]`` (iid) or ``(k / m + r) total`` (systematic, written
+    into ``u``). By chunks of ``PREFETCH_AHEAD`` samples: the chunk's indices are searched
+    (``hs``) and the processor asked to start reading each pair's stored numbers (a prefetch, a
+    hint that changes no number), then the chunk before it is gathered, its numbers arrived or
+    on their way: many reads from memory are in flight at once, whatever their order."""
+    if systematic:
+        for k in range(lo, hi):
+            u[k] = (k / m + r) * total
     top1 = float(top + 1)
     Xf = X.reshape(X.size)  # (C-contiguous: sg_rounds' caller makes it so)
     base = X.ctypes.data
-    # chunks of PREFETCH_AHEAD keys: search one (prefetching its numbers), then gather the one
-    # before it, whose numbers have had a chunk's time to arrive
     for c0 in range(lo, hi + PREFETCH_AHEAD, PREFETCH_AHEAD):
         c1 = min(c0 + PREFETCH_AHEAD, hi)
         if guided:
-            for p in range(c0, c1):
-                hs[p] = guided_search(cum, n, us[p], G, top1, scale)
+            for k in range(c0, c1):
+                hs[k] = guided_search(cum, n, u[k], G, top1, scale)
         else:
-            for p in range(c0, c1):
-                hs[p] = upper_bound(cum, n, us[p])
-        if param is None:
-            for p in range(c0, c1):
-                prefetch(base + 8 * (hs[p] * d + ws[p]))
-        for q in range(max(lo, c0 - PREFETCH_AHEAD), min(c0, hi)):
-            h = hs[q]
+            for k in range(c0, c1):
+                hs[k] = upper_bound(cum, n, u[k])
+        for k in range(c0, c1):  # the pair's number; a dense map's row: its first line
+            prefetch(base + 8 * (hs[k] * d + (wi[k] if param is None else 0)))
+        for k in range(max(lo, c0 - PREFETCH_AHEAD), min(c0, hi)):
+            h = hs[k]
             if param is None:  # (unsigned indices: no wrap-around, as in guided_search)
-                signed[np.uint64(ks[q])] = Xf[np.uint64(h * d + ws[q])] * sgn[np.uint64(h)]
+                signed[np.uint64(k)] = Xf[np.uint64(h * d + wi[k])] * sgn[np.uint64(h)]
             else:
-                k = ks[q]
                 signed[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
 
 
@@ -532,7 +496,7 @@ def block_draws(b, lo, hi, X, t, total, keys, ih, il, jt, starts, ends, u, wi, p
 
 def _blocks_parallel(
     blocks, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
-    guided, us, ws, ks, hs, start, bucket, signed, ih, il, jt, starts, ends, psi,
+    guided, hs, signed, ih, il, jt, starts, ends, psi,
 ):  # fmt: skip
     """:func:`block_draws` (where ``jt`` is a jump table: a PCG64 stream) and
     :func:`block_search` for ``blocks`` blocks of a round's samples, in parallel."""
@@ -544,7 +508,7 @@ def _blocks_parallel(
                             wi, psi)  # fmt: skip
             block_search(
                 lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G,
-                top, scale, guided, us, ws, ks, hs, start, bucket, signed,
+                top, scale, guided, hs, signed,
             )  # fmt: skip
 
 
@@ -576,11 +540,8 @@ def sg_rounds(
     s, total = state[0], state[1]
     d = X.shape[1]
     nb = 1 if blocks is None else blocks
-    # work space of the rounds: keys, products, psi(x_t; w), the search order and its sort
-    u, signed, psi = np.empty(m), np.empty(m), np.empty(m)
-    us, hs = np.empty(m), np.empty(m, np.int64)
-    ws, ks = np.empty(m, np.int64), np.empty(m, np.int64)
-    start, bucket = np.empty(m + 1, np.int64), np.empty(m, np.int64)
+    # work space of the rounds: keys, products, psi(x_t; w), the indices
+    u, signed, psi, hs = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
     if stream is not None:
         ih, il = stream[2], stream[3]
         jt = pcg.jump_table(ih, il)
@@ -614,12 +575,12 @@ def sg_rounds(
                                 u, wi, psi)  # fmt: skip
                     block_search(
                         0, m, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn,
-                        G, top, scale, guided, us, ws, ks, hs, start, bucket, signed,
+                        G, top, scale, guided, hs, signed,
                     )  # fmt: skip
                 else:
                     blocks_parallel(
                         nb, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d,
-                        sgn, G, top, scale, guided, us, ws, ks, hs, start, bucket, signed, ih, il,
+                        sgn, G, top, scale, guided, hs, signed, ih, il,
                         jt, starts, ends, psi,
                     )  # fmt: skip
                     # a block whose integers redrew a number moved the start of every later
@@ -633,8 +594,7 @@ def sg_rounds(
                                             ends, u, wi, psi)  # fmt: skip
                                 block_search(
                                     lo, hi, m, kind, param, X, cum, n, u, total, systematic, r,
-                                    wi, Wf, d, sgn, G, top, scale, guided, us, ws, ks, hs, start,
-                                    bucket, signed,
+                                    wi, Wf, d, sgn, G, top, scale, guided, hs, signed,
                                 )  # fmt: skip
                             break
                 stream[0], stream[1] = ends[nb - 1, 0], ends[nb - 1, 1]
@@ -650,12 +610,12 @@ def sg_rounds(
                 if blocks is None:
                     block_search(
                         0, m, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn,
-                        G, top, scale, guided, us, ws, ks, hs, start, bucket, signed,
+                        G, top, scale, guided, hs, signed,
                     )  # fmt: skip
                 else:
                     blocks_parallel(
                         nb, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d,
-                        sgn, G, top, scale, guided, us, ws, ks, hs, start, bucket, signed, 0, 0,
+                        sgn, G, top, scale, guided, hs, signed, 0, 0,
                         None, None, None, psi,
                     )  # fmt: skip
             counts[1] += m
