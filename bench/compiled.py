@@ -98,8 +98,8 @@ def bench_whole(T: int, m: int, repeat: int) -> dict:
 
     run(sg.fit_compiled)  # load the compiled code
     # the prefix sums of the pass, for the roofline's indices (the compiled rounds of fit)
-    st = win.PassState(T)
-    win.compiled_rounds(st, X, y, np.random.default_rng(1), 0, T, m)
+    st = win.new_pass(X, y, np.random.default_rng(1), m)
+    st.rounds(0, T)
     start = np.random.default_rng(1).bit_generator.state
     cpu = {"numpy": [], "compiled": [], "roofline": [], "gather": []}
     # a pass is timed over about 4 million samples (that many passes in a row, each path alike)
@@ -113,12 +113,9 @@ def bench_whole(T: int, m: int, repeat: int) -> dict:
         assert np.array_equal(res[-1].losses, res2[-1].losses)
         assert np.array_equal(res[-1].losses, st.losses)
         samples = res[-1].counters["features_sampled"]
-        both = alone = 0.0
-        for _ in range(reps):
-            b, a = win.roofline(X, st.cum, start, 0, T, m)
-            both, alone = both + b, alone + a
-        cpu["roofline"].append(both / reps)
-        cpu["gather"].append(alone / reps)
+        both, alone = win.roofline(X, st.cum, start, 0, T, m, reps)
+        cpu["roofline"].append(both)
+        cpu["gather"].append(alone)
     return _row(T, m, f"whole pass, {T:,} rounds", samples, cpu)
 
 
@@ -127,17 +124,22 @@ def bench_window(X, y, m: int, t0: int, t1: int, repeat: int) -> dict:
     state (from round 0, or a stand-in), and their roofline."""
     T = len(y)
     if t0 == 0:
-        st0, rng0 = win.PassState(T), np.random.default_rng(1)
+        rng0 = np.random.default_rng(1)
+        st0 = win.new_pass(X, y, rng0, m)
     else:
         st0, rng0 = win.stand_in(X, y, t0, m)
     start = rng0.bit_generator.state
     cpu = {"numpy": [], "compiled": [], "roofline": [], "gather": []}
     for _ in range(repeat):
         out = {}
-        for name, play in (("numpy", win.numpy_rounds), ("compiled", win.compiled_rounds)):
-            st, rng = st0.copy(), np.random.default_rng()
+        for name in ("numpy", "compiled"):
+            rng = np.random.default_rng()
             rng.bit_generator.state = start
-            c, _, _ = timed(lambda st=st, rng=rng, play=play: play(st, X, y, rng, t0, t1, m))
+            st = win.new_pass(X, y, rng, m, like=st0)
+            if name == "numpy":
+                c, _, _ = timed(lambda st=st, rng=rng: win.numpy_rounds(st, X, y, rng, t0, t1, m))
+            else:
+                c, _, _ = timed(lambda st=st: st.rounds(t0, t1))
             cpu[name].append(c)
             out[name] = st
         assert np.array_equal(out["numpy"].losses[t0:t1], out["compiled"].losses[t0:t1])
@@ -157,8 +159,7 @@ def bench_sg(sizes, repeat: int) -> list[dict]:
             rows.append(bench_whole(T, m, repeat))
             continue
         X, y = data(T)
-        win.compiled_rounds(win.PassState(300), X[:300], y[:300], np.random.default_rng(1), 0,
-                            300, m)  # fmt: skip
+        win.new_pass(X[:300], y[:300], np.random.default_rng(1), m).rounds(0, 300)  # compiles
         rows.append(bench_window(X, y, m, 0, k, repeat))
         rows.append(bench_window(X, y, m, T - k, T, repeat))
         del X, y
@@ -200,22 +201,20 @@ def bench_threads(T: int, m: int, k: int, repeat: int) -> list[dict]:
     X, y = data(T)
     out = []
     for t0 in (0, T - k):
-        win.compiled_rounds(win.PassState(300), X[:300], y[:300], np.random.default_rng(1), 0,
-                            300, m, threads=2)  # fmt: skip
-        st0, rng0 = (
-            (win.PassState(T), np.random.default_rng(1)) if t0 == 0 else win.stand_in(X, y, t0, m)
-        )
+        win.new_pass(X[:300], y[:300], np.random.default_rng(1), m, 2).rounds(0, 300)  # compiles
+        if t0 == 0:
+            rng0 = np.random.default_rng(1)
+            st0 = win.new_pass(X, y, rng0, m)
+        else:
+            st0, rng0 = win.stand_in(X, y, t0, m)
         start = rng0.bit_generator.state
         wall, cpu, res = {1: [], 2: []}, {1: [], 2: []}, {}
         for _ in range(repeat):
             for n in (1, 2):
-                st, rng = st0.copy(), np.random.default_rng()
+                rng = np.random.default_rng()
                 rng.bit_generator.state = start
-                c, w, _ = timed(
-                    lambda st=st, rng=rng, n=n, t0=t0: win.compiled_rounds(
-                        st, X, y, rng, t0, t0 + k, m, n
-                    )
-                )
+                st = win.new_pass(X, y, rng, m, n, like=st0)
+                c, w, _ = timed(lambda st=st, t0=t0: st.rounds(t0, t0 + k))
                 wall[n].append(w)
                 cpu[n].append(c)
                 res[n] = (st, rng.bit_generator.state)

@@ -4,8 +4,8 @@ whole pass against its roofline, a few minutes at the default size).
 
 A pass at T = 100 000, m = 50 000 draws 5 billion samples; its late rounds search and gather
 among 100 000 stored rows of 640 MB, its first ones among a few. Both ends are timed as windows
-of rounds played from a state (:class:`PassState`: what ``fit_compiled`` carries between its
-calls):
+of rounds played from a state (``shrinking_gradient.CompiledPass``: what ``fit_compiled``
+carries between its calls):
 
 - the first window: rounds ``0 .. k - 1`` of the pass;
 - the last window: rounds ``T - k .. T - 1``, from a stand-in state: the rounds before it played
@@ -14,7 +14,7 @@ calls):
 
 Three paths play a window:
 
-- compiled: ``shrinking_gradient_kernels.sg_rounds``, as ``fit_compiled`` calls it;
+- compiled: ``CompiledPass.rounds``, as ``fit_compiled`` calls it;
 - numpy: the rounds of ``fit_numpy`` (its estimate and step, the same calls) from the state,
   with the square loss and the iid sampler: :func:`numpy_rounds`; its losses must equal the
   compiled ones, bit for bit;
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,62 +56,23 @@ def data(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-@dataclass
-class PassState:
-    """A pass's arrays after some rounds, as ``fit_compiled`` keeps them between its calls."""
-
-    T: int
-    a: np.ndarray = field(init=False)
-    sgn: np.ndarray = field(init=False)
-    cum: np.ndarray = field(init=False)
-    alpha_new: np.ndarray = field(init=False)
-    alpha_l1: np.ndarray = field(init=False)
-    losses: np.ndarray = field(init=False)
-    shrinks_before: np.ndarray = field(init=False)
-    state: np.ndarray = field(init=False)
-    counts: np.ndarray = field(init=False)
-    G: np.ndarray = field(init=False)
-    guide: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        T = self.T
-        self.a, self.sgn, self.cum = np.zeros(T), np.zeros(T), np.full(T + 4, np.inf)
-        self.alpha_new, self.alpha_l1, self.losses = np.zeros(T), np.zeros(T), np.zeros(T)
-        self.shrinks_before = np.zeros(T, dtype=np.int64)
-        self.state = np.array([1.0, 0.0, 2.0, 0.0])
-        self.counts = np.zeros(4, dtype=np.int64)
-        self.G = np.empty(2 * max(T, 64) + 2, dtype=np.int64)
-        self.guide = np.array([0, -1, T + 1])
-
-    def copy(self) -> PassState:
-        new = PassState.__new__(PassState)
-        new.T = self.T
-        for k, v in vars(self).items():
-            if isinstance(v, np.ndarray):
-                setattr(new, k, v.copy())
-        return new
+ARRAYS = ("a", "sgn", "cum", "alpha_new", "alpha_l1", "losses", "shrinks_before", "state",
+          "counts", "G", "guide")  # fmt: skip
 
 
-def compiled_rounds(
-    st: PassState, X: np.ndarray, y: np.ndarray, rng, t0: int, t1: int, m: int, threads: int = 1
-) -> None:
-    """Rounds ``t0 .. t1 - 1`` of the compiled pass (``fit_compiled``'s call, iid sampler,
-    coordinate features, BLAS as the caller set it), ``rng`` advanced as the pass advances it."""
-    etas = step_sizes(SCHEDULE, ETA, st.T, None)
-    blocks = kernels.set_threads(threads) if threads > 1 else None
-    stream = kernels.own_stream(rng, kernels.COORDINATE, X.shape[1])
-    try:
-        kernels.sg_rounds(
-            t0, t1, X, y, etas, kernels.COORDINATE, None, m, sg.SHRINK_BOUND, 1.0, False,
-            sg.RESCALE_BELOW, blocks, rng, stream, st.G, st.guide, st.a, st.sgn, st.cum,
-            st.alpha_new, st.shrinks_before, st.alpha_l1, st.losses, st.state, st.counts,
-        )  # fmt: skip
-    finally:
-        if stream is not None:
-            kernels.pcg.put_state(rng, stream)
+def new_pass(X, y, rng, m: int, threads: int = 1, like=None) -> sg.CompiledPass:
+    """``fit_compiled``'s pass over ``(X, y)`` (coordinate features, iid sampler) drawing from
+    ``rng``, with ``m`` samples a round on ``threads`` threads; with ``like``, from a copy of
+    that pass's state."""
+    hp = sg.Settings(eta=ETA, m=m, schedule=SCHEDULE, threads=threads)
+    run = sg.CompiledPass(X, y, Coordinate(X.shape[1]), rng, hp)
+    if like is not None:
+        for name in ARRAYS:
+            getattr(run, name)[...] = getattr(like, name)
+    return run
 
 
-def numpy_rounds(st: PassState, X: np.ndarray, y: np.ndarray, rng, t0: int, t1: int, m: int):
+def numpy_rounds(st, X: np.ndarray, y: np.ndarray, rng, t0: int, t1: int, m: int) -> None:
     """Rounds ``t0 .. t1 - 1`` of ``fit_numpy`` (square loss, iid sampler, coordinate features)
     from ``st``: its estimate and its step, the same calls in the same order."""
     fmap = Coordinate(X.shape[1])
@@ -204,12 +164,13 @@ if kernels.available():
 
 
 def roofline(
-    X: np.ndarray, cum: np.ndarray, rng_state: dict, t0: int, t1: int, m: int
+    X: np.ndarray, cum: np.ndarray, rng_state: dict, t0: int, t1: int, m: int, reps: int = 1
 ) -> tuple[float, float]:
     """CPU seconds of (the same draws and the gather, the gather alone) over rounds ``t0 ..
     t1 - 1``, whose prefix sums ``cum`` a compiled window left (``T`` of them, then ``+inf``),
     from the generator state the window started with (batches of rounds: indices found
-    untimed, then the two timed)."""
+    untimed, then the two timed, each ``reps`` times in a row: a short window's time is then
+    above the timer's grain; the seconds returned are per repetition)."""
     batch = max(1, (1 << 21) // m)
     rng = np.random.default_rng()
     rng.bit_generator.state = rng_state
@@ -221,22 +182,27 @@ def roofline(
         b1 = min(t1, b0 + batch)
         start = rng.bit_generator.state
         _indices(X, cum, b0, b1, m, rng, rows, cols, G, guide, state)
-        rng.bit_generator.state = start
+        after = rng.bit_generator.state
         c = time.process_time()
-        _draws_and_gather(X, cum, b0, b1, m, rng, rows)
+        for _ in range(reps):
+            rng.bit_generator.state = start
+            _draws_and_gather(X, cum, b0, b1, m, rng, rows)
         both += time.process_time() - c
         c = time.process_time()
-        _gather(X, cum, b0, b1, rows, cols)
+        for _ in range(reps):
+            _gather(X, cum, b0, b1, rows, cols)
         alone += time.process_time() - c
-    return both, alone
+        rng.bit_generator.state = after
+    return both / reps, alone / reps
 
 
 def stand_in(X: np.ndarray, y: np.ndarray, t_start: int, m: int, seed: int = 1):
-    """The state and generator after rounds ``0 .. t_start - 1`` played by the compiled pass
+    """The pass and generator after rounds ``0 .. t_start - 1`` played by the compiled pass
     with ``max(1, m // 100)`` samples a round (the last window's stand-in start)."""
-    st, rng = PassState(len(y)), np.random.default_rng(seed)
-    compiled_rounds(st, X, y, rng, 0, t_start, max(1, m // 100))
-    return st, rng
+    rng = np.random.default_rng(seed)
+    run = new_pass(X, y, rng, max(1, m // 100))
+    run.rounds(0, t_start)
+    return run, rng
 
 
 def main() -> None:
@@ -251,14 +217,15 @@ def main() -> None:
     X, y = data(args.T)
     T, m = args.T, args.m
     with threadpool_limits(1, user_api="blas"):
-        compiled_rounds(PassState(300), X[:300], y[:300], np.random.default_rng(1), 0, 300, m)
-        st, rng = PassState(T), np.random.default_rng(1)
+        new_pass(X[:300], y[:300], np.random.default_rng(1), m).rounds(0, 300)  # compiles
+        rng = np.random.default_rng(1)
+        st = new_pass(X, y, rng, m)
         marks = np.linspace(0, T, args.windows + 1).astype(int)
         starts, cpu = [], []
         for t0, t1 in zip(marks, marks[1:], strict=False):
             starts.append(rng.bit_generator.state)
             c = time.process_time()
-            compiled_rounds(st, X, y, rng, t0, t1, m)
+            st.rounds(t0, t1)
             cpu.append(time.process_time() - c)
         total_both = total_alone = 0.0
         for (t0, t1), s0, c in zip(zip(marks, marks[1:], strict=False), starts, cpu, strict=False):

@@ -185,6 +185,32 @@ def test_parallel_draws_redraw_the_blocks_after_a_redrawn_number():
 
 
 @needs_numba
+def test_threaded_pass_stops_its_threads(monkeypatch):
+    """A threaded coordinate pass started and stopped many times (a deadline: calls of a few
+    rounds) and one that diverges in the middle of a call: the numpy code's numbers, and no
+    thread left running."""
+    import threading
+
+    X, y, _ = cases.data(60, 9)
+    fmap = cases.make_map("coordinate", 9)
+    before = threading.active_count()
+    m = sg.PARALLEL_FROM + 9
+    monkeypatch.setattr(base, "COMPILED_WORK_PER_CALL", 3 * m)
+    kw = dict(eta=0.5, m=m, schedule="inv_sqrt")
+    res = sg.fit(X, y, fmap, np.random.default_rng(2), threads=2, deadline=1e300, **kw)
+    ref = sg.fit_numpy(X, y, fmap, np.random.default_rng(2), **kw)
+    np.testing.assert_array_equal(res.losses, ref.losses, strict=True)
+    X, y, _ = cases.data(80, 6)  # the printed (ascent) sign: diverges (compiled_cases)
+    fmap = cases.make_map("coordinate", 6)
+    kw = dict(eta=3.0, m=m, schedule="constant", B=1e6, printed_sign=True)
+    res = sg.fit(X, y, fmap, np.random.default_rng(2), threads=2, **kw)
+    ref = sg.fit_numpy(X, y, fmap, np.random.default_rng(2), **kw)
+    assert res.diverged and ref.diverged
+    np.testing.assert_array_equal(res.losses, ref.losses, strict=True)
+    assert threading.active_count() == before
+
+
+@needs_numba
 @pytest.mark.parametrize("sampler", cases.SAMPLERS)
 def test_rescale_rebuilds_the_search_guide(monkeypatch, sampler):
     """A pass whose global scale is folded into the coefficients again and again (every shrink

@@ -62,6 +62,12 @@ DIVERGENCE_BOUND = 1e6  # = base.DIVERGENCE_BOUND (checked by the tests)
 MAX_D = 8192
 # the search runs this many keys ahead of the gather (block_search: the prefetches in flight)
 PREFETCH_AHEAD = 32
+# a threaded coordinate pass (threaded_work): blocks of a round per thread, the control words
+# (the next block to claim, the blocks done, stop, the round's t, n, guide top, guided), and the
+# atomic reads a waiting thread makes before it yields its core at each further look
+BLOCKS_PER_THREAD = 4
+NEXT, DONE, STOP, T_, N_, TOP, GUIDED = range(7)
+SPINS = 2000
 
 try:
     if switched_off():
@@ -118,9 +124,69 @@ if numba is not None:
 
         return numba.types.void(numba.types.intp), codegen
 
+    def _element(context, builder, signature, args):
+        """The address of ``args[0][args[1]]`` (a 1-d int64 array, an index in range)."""
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        return _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+
+    @_intrinsic
+    def atomic_add(typingctx, arr, i, v):
+        """``arr[i] += v`` as one atomic step (sequentially consistent); the value before."""
+
+        def codegen(context, builder, signature, args):
+            ptr = _element(context, builder, signature, args)
+            return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+
+        return numba.types.int64(arr, numba.types.intp, numba.types.int64), codegen
+
+    @_intrinsic
+    def atomic_load(typingctx, arr, i):
+        """``arr[i]``, read with acquire order: what was written before the store that wrote
+        it (:func:`atomic_store`) is seen after."""
+
+        def codegen(context, builder, signature, args):
+            return builder.load_atomic(_element(context, builder, signature, args), "acquire", 8)
+
+        return numba.types.int64(arr, numba.types.intp), codegen
+
+    @_intrinsic
+    def atomic_store(typingctx, arr, i, v):
+        """``arr[i] = v``, written with release order (see :func:`atomic_load`)."""
+
+        def codegen(context, builder, signature, args):
+            ptr = _element(context, builder, signature, args)
+            builder.store_atomic(args[2], ptr, "release", 8)
+            return context.get_dummy_value()
+
+        return numba.types.void(arr, numba.types.intp, numba.types.int64), codegen
+
+    @_intrinsic
+    def yield_cpu(typingctx):
+        """Let another thread run on this core (``sched_yield``): a waiting thread's courtesy."""
+
+        def codegen(context, builder, signature, args):
+            fnty = _llvm.FunctionType(_llvm.IntType(32), [])
+            builder.call(_cgutils.get_or_insert_function(builder.module, fnty, "sched_yield"), [])
+            return context.get_dummy_value()
+
+        return numba.types.void(), codegen
+
 else:
 
     def prefetch(address):
+        """(numba absent: never called)"""
+
+    def atomic_add(arr, i, v):
+        """(numba absent: never called)"""
+
+    def atomic_load(arr, i):
+        """(numba absent: never called)"""
+
+    def atomic_store(arr, i, v):
+        """(numba absent: never called)"""
+
+    def yield_cpu():
         """(numba absent: never called)"""
 
 
@@ -495,17 +561,14 @@ def block_draws(b, lo, hi, X, t, total, keys, ih, il, jt, starts, ends, u, wi, p
 
 
 def _blocks_parallel(
-    blocks, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
-    guided, hs, signed, ih, il, jt, starts, ends, psi,
+    blocks, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
+    guided, hs, signed,
 ):  # fmt: skip
-    """:func:`block_draws` (where ``jt`` is a jump table: a PCG64 stream) and
-    :func:`block_search` for ``blocks`` blocks of a round's samples, in parallel."""
+    """:func:`block_search` for ``blocks`` blocks of a round's samples, in parallel (numba's
+    threads; the draws were made before, in stream order)."""
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            if jt is not None:
-                block_draws(b, lo, hi, X, t, total, not systematic, ih, il, jt, starts, ends, u,
-                            wi, psi)  # fmt: skip
             block_search(
                 lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G,
                 top, scale, guided, hs, signed,
@@ -516,37 +579,133 @@ blocks_parallel = _jit(_blocks_parallel, parallel=True)
 
 
 # ----------------------------------------------------------------------------------------------
-# Algorithms 1 and 2
+# a threaded coordinate pass: threads that stay for the whole call and take blocks as they come
+#
+# numba's parallel loop starts and joins its threads at every call: about 60 us a round on the
+# 2-core machine, a fifth of a round's work at m = 50 000 on two threads. Here the threads of a
+# call (sg_worker, started by the caller) wait between rounds; the main thread (sg_rounds)
+# publishes a round (its numbers, then NEXT = 0), every thread claims blocks by an atomic
+# increment of NEXT and counts those it finished in DONE, and the main thread goes on once DONE
+# is the number of blocks. A thread that is not running (a busy machine) claims nothing: the
+# others take its blocks. Each block's numbers do not depend on which thread made them.
+
+
+def threaded_work(m: int, blocks: int, stream: np.ndarray) -> tuple:
+    """The arrays a threaded coordinate pass shares between its threads (``work`` of
+    :func:`sg_rounds` and :func:`sg_worker`): keys, ``psi(x_t; w)``, indices, products,
+    coordinates, the jump table of ``stream``, each block's stream starts and ends, the control
+    words (``NEXT`` closed: no round published) and the round's ``total, r, scale``."""
+    ctl = np.zeros(8, np.int64)
+    ctl[NEXT] = blocks
+    return (
+        np.empty(m), np.empty(m), np.empty(m, np.int64), np.empty(m), np.empty(m, np.int64),
+        pcg.jump_table(stream[2], stream[3]), np.empty((blocks, 6), np.uint64),
+        np.empty((blocks, 5), np.uint64), ctl, np.zeros(4),
+    )  # fmt: skip
 
 
 @_jit
+def run_blocks(work, X, cum, sgn, G, m, nb, systematic):
+    """Claim blocks of the round published in ``work`` and make them (:func:`block_draws`,
+    :func:`block_search`) until none is left to claim. A claimed block holds the round open
+    (``DONE`` stays short of ``nb``), so the round's numbers read after the claim are its own."""
+    u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
+    Wf = np.empty((0, 0))
+    while atomic_load(ctl, NEXT) < nb:
+        b = atomic_add(ctl, NEXT, 1)
+        if b >= nb:
+            break
+        t, n, top, guided = ctl[T_], ctl[N_], ctl[TOP], ctl[GUIDED] != 0
+        total, r, scale = ctlf[0], ctlf[1], ctlf[2]
+        lo, hi = b * m // nb, (b + 1) * m // nb
+        block_draws(b, lo, hi, X, t, total, not systematic, jt[0, 2], jt[0, 3], jt, starts, ends,
+                    u, wi, psi)  # fmt: skip
+        block_search(
+            lo, hi, m, COORDINATE, None, X, cum, n, u, total, systematic, r, wi, Wf, X.shape[1],
+            sgn, G, top, scale, guided, hs, signed,
+        )  # fmt: skip
+        atomic_add(ctl, DONE, 1)
+
+
+@_jit(nogil=True)
+def sg_worker(work, X, cum, sgn, G, m, nb, systematic):
+    """A thread of a threaded coordinate pass: makes blocks of each round the main thread
+    publishes (:func:`run_blocks`) until it sets ``STOP``; between rounds it watches ``NEXT``,
+    yielding its core after ``SPINS`` looks."""
+    ctl = work[8]
+    while True:
+        run_blocks(work, X, cum, sgn, G, m, nb, systematic)
+        spins = 0
+        while atomic_load(ctl, NEXT) >= nb:
+            if atomic_load(ctl, STOP) != 0:
+                return
+            spins += 1
+            if spins > SPINS:
+                yield_cpu()
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithms 1 and 2
+
+
+@_jit(nogil=True)
 def sg_rounds(
     t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks, rng,
-    stream, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+    stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
+    counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
     ``cum``: the prefix sums ``cum[i] = sum_{j <= i} |a_j|`` of the rounds played, then ``+inf``
     (at least ``T + 3`` numbers). ``state = [s, total, 2.0, scale]`` (``total = |a|_1``;
-    ``scale``: the guide's),
-    ``counts = [shrinks, features_sampled, train_evals, diverged]``, the guide ``G``, ``guide``
-    (:func:`guide_update`) carry the pass between calls. ``param``: :func:`map_param`.
-    ``stream``: ``None`` (the draws are the calls of ``rng``), or the state of ``rng``'s PCG64
-    (:func:`pcg64_kernels.state_of`; coordinate features only) whose numbers are made here
-    (the same numbers) and which is advanced in place. With ``blocks`` a number (not ``None``)
-    a round's search and gather (and draws, from a stream) run in parallel in ``blocks`` pieces
-    (:func:`blocks_parallel`): the same numbers.
+    ``scale``: the guide's), ``counts = [shrinks, features_sampled, train_evals, diverged]``,
+    the guide ``G``, ``guide`` (:func:`guide_update`) carry the pass between calls. ``param``:
+    :func:`map_param`. ``stream``: ``None`` (the draws are the calls of ``rng``), or the state of
+    ``rng``'s PCG64 (:func:`pcg64_kernels.state_of`; coordinate features only) whose numbers are
+    made here (the same numbers) and which is advanced in place. With ``blocks`` a number (not
+    ``None``) each round runs in ``blocks`` pieces in parallel: with a stream, on the threads
+    that share ``work`` (:func:`threaded_work`; the caller runs :func:`sg_worker` on them, and
+    they stop when this returns), the draws included; without, the search and gather on numba's
+    threads (:func:`blocks_parallel`). The same numbers either way. Releases the GIL (the
+    workers' threads run meanwhile).
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
+    if work is not None:
+        played = _rounds(
+            t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below,
+            blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before,
+            alpha_l1, losses, state, counts,
+        )  # fmt: skip
+        atomic_store(work[8], STOP, 1)
+        return played
+    return _rounds(
+        t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks,
+        rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses,
+        state, counts,
+    )  # fmt: skip
+
+
+@_jit
+def _rounds(
+    t0, t1, X, y, etas, kind, param, m, threshold, sign, systematic, rescale_below, blocks, rng,
+    stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
+    counts,
+):  # fmt: skip
+    """:func:`sg_rounds`' rounds."""
     s, total = state[0], state[1]
     d = X.shape[1]
     nb = 1 if blocks is None else blocks
     # work space of the rounds: keys, products, psi(x_t; w), the indices
-    u, signed, psi, hs = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
-    if stream is not None:
+    if work is not None:
+        u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
+        Wf = np.empty((0, 0))
         ih, il = stream[2], stream[3]
-        jt = pcg.jump_table(ih, il)
-        starts, ends = np.empty((nb, 6), np.uint64), np.empty((nb, 5), np.uint64)
-        wi, Wf = np.empty(m, np.int64), np.empty((0, 0))
+    else:
+        u, signed, psi, hs = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
+        if stream is not None:
+            ih, il = stream[2], stream[3]
+            jt = pcg.jump_table(ih, il)
+            starts, ends = np.empty((1, 6), np.uint64), np.empty((1, 5), np.uint64)
+            wi, Wf = np.empty(m, np.int64), np.empty((0, 0))
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
@@ -570,7 +729,7 @@ def sg_rounds(
                     starts[b, 0], starts[b, 1] = pcg.advance(sh, sl, jt, lo)
                     w0, w1, w2, w3 = pcg.position32(wh, wl, has, buf, jt, lo)
                     starts[b, 2], starts[b, 3], starts[b, 4], starts[b, 5] = w0, w1, w2, w3
-                if blocks is None:
+                if work is None:
                     block_draws(0, 0, m, X, t, total, not systematic, ih, il, jt, starts, ends,
                                 u, wi, psi)  # fmt: skip
                     block_search(
@@ -578,11 +737,17 @@ def sg_rounds(
                         G, top, scale, guided, hs, signed,
                     )  # fmt: skip
                 else:
-                    blocks_parallel(
-                        nb, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d,
-                        sgn, G, top, scale, guided, hs, signed, ih, il,
-                        jt, starts, ends, psi,
-                    )  # fmt: skip
+                    # publish the round (its numbers, then NEXT), take blocks, wait for the rest
+                    ctl[T_], ctl[N_], ctl[TOP], ctl[GUIDED] = t, n, top, 1 if guided else 0
+                    ctlf[0], ctlf[1], ctlf[2] = total, r, scale
+                    atomic_store(ctl, DONE, 0)
+                    atomic_store(ctl, NEXT, 0)
+                    run_blocks(work, X, cum, sgn, G, m, nb, systematic)
+                    spins = 0
+                    while atomic_load(ctl, DONE) < nb:
+                        spins += 1
+                        if spins > SPINS:
+                            yield_cpu()
                     # a block whose integers redrew a number moved the start of every later
                     # block's: draw those again, one after the other (rare)
                     for b in range(nb - 1):
@@ -614,9 +779,8 @@ def sg_rounds(
                     )  # fmt: skip
                 else:
                     blocks_parallel(
-                        nb, m, t, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d,
-                        sgn, G, top, scale, guided, hs, signed, 0, 0,
-                        None, None, None, psi,
+                        nb, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G,
+                        top, scale, guided, hs, signed,
                     )  # fmt: skip
             counts[1] += m
             counts[2] += 2 * m
@@ -710,6 +874,11 @@ _NOTED: set[str] = set()
 def available() -> bool:
     """numba imports and ``ILNRUN_NO_NUMBA`` is not set."""
     return numba is not None
+
+
+def max_threads() -> int:
+    """The threads a pass may use: the cores numba found."""
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def set_threads(threads: int) -> int:
