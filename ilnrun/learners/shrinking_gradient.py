@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Mapping
 from fractions import Fraction
 
@@ -257,42 +258,105 @@ def fit_compiled(
     draws and arithmetic; the deadline is looked at after round 1 (as :func:`fit_numpy` does),
     then between calls of a few million samples. The square loss only (:data:`COMPILED`; the
     ``taylor_*`` keywords of another loss's gradient are not used)."""
-    from . import shrinking_gradient_kernels as kernels
-
-    if hp.loss != "square":
-        raise ValueError("the compiled Shrinking Gradient pass implements the square loss only")
-
-    T = len(y)
-    X = np.ascontiguousarray(X, dtype=float)
-    etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
-    yv = np.ascontiguousarray(y, dtype=float)
-    a, sgn, cum = np.zeros(T), np.zeros(T), np.zeros(T)
-    alpha_new, alpha_l1, losses = np.zeros(T), np.zeros(T), np.empty(T)
-    shrinks_before = np.zeros(T, dtype=np.int64)
-    state = np.array([1.0, 0.0, 2.0])  # s, total, the exponent of the loss
-    counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, diverged
-    kind = kernels.kind_of(fmap)
-    param, net = kernels.map_param(fmap), kernels.map_net(fmap)
-    blocks = None  # one thread: the serial pass (the parallel one is compiled only if used)
-    threads = hp.threads or 1  # None (a direct call): one thread
-    if threads > 1 and hp.m >= PARALLEL_FROM:
-        blocks = kernels.set_threads(threads) * 4
+    run = CompiledPass(X, y, fmap, rng, hp)
     n, timed_out = compiled_rounds(
-        T, hp.deadline, lambda t: max(1, hp.m),
-        lambda t, t1: kernels.sg_rounds(
-            t, t1, X, yv, etas, kind, param, net, hp.m, SHRINK_BOUND * hp.B,
-            -1.0 if hp.printed_sign else 1.0,
-            hp.sampler == "systematic", RESCALE_BELOW, blocks, rng,
-            a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
-        ),
-        lambda: bool(counts[3]),
-    )  # fmt: skip
-    shrinks = int(counts[0])
+        run.T, hp.deadline, lambda t: max(1, hp.m), run.rounds, lambda: bool(run.counts[3])
+    )
     c = new_counters()
-    c.update(train_evals=int(counts[2]), features_sampled=int(counts[1]), shrinks=shrinks)
-    s = float(state[0])
-    return _result(s * a[:n], losses[:n], c, bool(counts[3]), timed_out, alpha_new[:n],
-                   shrinks_before[:n], alpha_l1[:n], hp.average, compiled=True)  # fmt: skip
+    c.update(
+        train_evals=int(run.counts[2]),
+        features_sampled=int(run.counts[1]),
+        shrinks=int(run.counts[0]),
+    )
+    s = float(run.state[0])
+    return _result(s * run.a[:n], run.losses[:n], c, bool(run.counts[3]), timed_out,
+                   run.alpha_new[:n], run.shrinks_before[:n], run.alpha_l1[:n], hp.average,
+                   compiled=True)  # fmt: skip
+
+
+class CompiledPass:
+    """The compiled pass over ``(X, y)``: the arrays it carries between its calls of
+    ``shrinking_gradient_kernels.sg_rounds`` (:meth:`rounds`), which :func:`fit_compiled` makes
+    and the benchmarks play windows of rounds with (``bench/sg_windows.py``).
+
+    A coordinate pass on numpy's PCG64 makes the generator's numbers in the kernels
+    (``stream``: its state goes in, and is put back into ``rng`` after every call). With
+    ``threads > 1`` and ``m >= PARALLEL_FROM`` each round runs in blocks in parallel: a
+    coordinate pass on PCG64 on ``threads - 1`` threads started for each call
+    (``kernels.sg_worker``) and this one, draws included; another on numba's threads."""
+
+    def __init__(
+        self, X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator,
+        hp: Settings,
+    ) -> None:  # fmt: skip
+        from . import shrinking_gradient_kernels as kernels
+
+        if hp.loss != "square":
+            raise ValueError("the compiled Shrinking Gradient pass implements the square loss only")
+        self.kernels, self.rng, self.hp = kernels, rng, hp
+        T = self.T = len(y)
+        self.X = np.ascontiguousarray(X, dtype=float)
+        self.y = np.ascontiguousarray(y, dtype=float)
+        self.etas = step_sizes(hp.schedule, hp.eta, T, hp.decay)
+        self.a, self.sgn = np.zeros(T), np.zeros(T)
+        # prefix sums, then +inf (kernels.guided_search reads past them)
+        self.cum = np.full(T + 4, np.inf)
+        self.alpha_new, self.alpha_l1, self.losses = np.zeros(T), np.zeros(T), np.empty(T)
+        self.shrinks_before = np.zeros(T, dtype=np.int64)
+        self.state = np.array([1.0, 0.0, 2.0, 0.0])  # s, total, the loss's exponent, guide scale
+        self.counts = np.zeros(4, dtype=np.int64)  # shrinks, features_sampled, train_evals, div.
+        # the guide of the index search (kernels.guide_update): buckets, [U, top, covered]
+        self.G = np.empty(2 * max(T, 64) + 2, dtype=np.int64)
+        self.guide = np.array([0, -1, T + 1])
+        self.kind, self.param = kernels.kind_of(fmap), kernels.map_param(fmap)
+        self.net = kernels.map_net(fmap)  # (None but for random-net maps)
+        self.stream = kernels.own_stream(rng, self.kind, self.X.shape[1])
+        self.blocks, self.work = None, None  # one thread: the serial pass
+        self.threads = min(hp.threads or 1, kernels.max_threads())  # None: one thread
+        if self.threads > 1 and hp.m >= PARALLEL_FROM:
+            if self.stream is not None:
+                self.blocks = kernels.BLOCKS_PER_THREAD * self.threads
+                self.work = kernels.threaded_work(hp.m, self.blocks, self.stream)
+                self.work[8][kernels.STOP] = 1  # compiled (or loaded) here: returns at once
+                self._worker()
+            else:
+                self.blocks = kernels.set_threads(self.threads)
+
+    def _worker(self) -> None:
+        """One thread's part of a threaded pass (``kernels.sg_worker``)."""
+        self.kernels.sg_worker(
+            self.work, self.X, self.cum, self.sgn, self.G, self.hp.m, self.blocks,
+            self.hp.sampler == "systematic",
+        )  # fmt: skip
+
+    def rounds(self, t: int, t1: int) -> int:
+        """Play rounds ``t .. t1 - 1``; the round it stopped at (``t1``, or after a divergent
+        estimate)."""
+        kernels, hp, workers = self.kernels, self.hp, []
+        try:
+            if self.work is not None:
+                ctl = self.work[8]
+                ctl[kernels.STOP], ctl[kernels.NEXT] = 0, self.blocks
+                workers = [
+                    threading.Thread(target=self._worker, daemon=True)
+                    for _ in range(self.threads - 1)
+                ]
+                for w in workers:
+                    w.start()
+            return kernels.sg_rounds(
+                t, t1, self.X, self.y, self.etas, self.kind, self.param, self.net, hp.m,
+                SHRINK_BOUND * hp.B, -1.0 if hp.printed_sign else 1.0,
+                hp.sampler == "systematic", RESCALE_BELOW, self.blocks, self.rng, self.stream,
+                self.work, self.G, self.guide, self.a, self.sgn, self.cum, self.alpha_new,
+                self.shrinks_before, self.alpha_l1, self.losses, self.state, self.counts,
+            )  # fmt: skip
+        finally:
+            if self.work is not None:
+                self.work[8][kernels.STOP] = 1
+                for w in workers:
+                    w.join()
+            if self.stream is not None:
+                kernels.pcg.put_state(self.rng, self.stream)
 
 
 @Settings.takes
@@ -669,8 +733,9 @@ SPEC = LearnerSpec(
     exact_online_loss=_exact_online_loss,
     notes=_notes,
     curve=_curve,
-    # T-long arrays, and per round m draws: keys, indices, parameters and products
-    memory=lambda m, T, w: 8 * (8 * T + m * (w + 6)),
+    # T-long arrays (the compiled pass's index-search guide: 2 T more), and per round m draws:
+    # keys, indices, parameters and products, and the compiled pass's search order
+    memory=lambda m, T, w: 8 * (10 * T + m * (w + 10)),
     engines={"jax": ".shrinking_gradient_jax"},  # the same pass on the jax engine
     implements={"compiled": COMPILED, "jax": JAX},
     losses=_losses,

@@ -4,8 +4,10 @@ The compiled pass (:func:`sg_rounds`) and the compiled Algorithm-2 test estimate
 (:func:`chunk_estimates`) draw the same random numbers, by the same calls in the same order,
 from the cell's ``np.random.Generator`` as the numpy code (numba's nopython mode reproduces numpy's
 streams for ``random``, ``integers``, ``standard_normal`` and ``uniform``; the multinomial counts
-of the test estimates are drawn by numpy itself, between the compiled calls), and
-form every sum in the numpy code's order (docs/algorithms.md §1.9):
+of the test estimates are drawn by numpy itself, between the compiled calls; a coordinate pass
+on numpy's PCG64, ``default_rng``'s, makes the same numbers itself, several at a time and each
+thread its own block of them: :mod:`pcg64_kernels`), and form every sum in the numpy code's
+order (docs/algorithms.md §1.9):
 
 - ``E_t``'s sum ``sum_k sgn(alpha_i) psi(x_i; w_k) psi(x_t; w_k)`` and the ``W x_t`` of the
   ReLU, Fourier and random-net maps are the same BLAS calls (``np.dot`` compiles to them);
@@ -13,6 +15,11 @@ form every sum in the numpy code's order (docs/algorithms.md §1.9):
   (:func:`einsum_dot`: two lanes, blocks of eight, lanes added at the end); so are a random-net
   unit's ``w_l . x`` and ``v . relu(W x)`` (:func:`net_psi`);
 - the mean over the ``m`` samples of a test estimate is numpy's pairwise sum (:func:`pairwise_sum`).
+
+The index ``i ~ |alpha_i| / |alpha|_1`` of each sample is the numpy code's
+``searchsorted(cum, u total, side='right')`` exactly, found from a guide table over the prefix
+sums (:func:`guided_search`), the stored numbers read ahead of use (:func:`block_search`); no
+number depends on the order of the work or the threads.
 
 So ``FitResult`` and every test estimate are bit-identical to the numpy path's. That these
 sums are the numpy build's own is checked on first use in every process (:func:`agrees`): a
@@ -56,9 +63,17 @@ MAX_D = 8192
 # 0 as an argument of a compiled function called from compiled code: a constant argument is
 # typed as its value (``Literal[int](0)``) and compiles the callee once more, for that value
 ZERO = np.int64(0)
-# a round's search gathers each pair as it finds its row while the stored rows hold at most
-# this many numbers (1 MiB: they stay in a core's cache); beyond it, in a second loop
-FUSED_UP_TO = 1 << 17
+# (likewise 1, False, and the coordinate map's kind in run_blocks: a global int or bool is a
+# constant too, a numpy scalar is not)
+ONE, FALSE, COORDINATE_KIND = np.int64(1), np.bool_(False), np.int64(COORDINATE)
+# the search runs this many keys ahead of the gather (block_search: the prefetches in flight)
+PREFETCH_AHEAD = 32
+# a threaded coordinate pass (threaded_work): blocks of a round per thread, the control words
+# (the next block to claim, the blocks done, stop, the round's t, n, guide top, guided), and the
+# atomic reads a waiting thread makes before it yields its core at each further look
+BLOCKS_PER_THREAD = 4
+NEXT, DONE, STOP, T_, N_, TOP, GUIDED = range(7)
+SPINS = 2000
 
 try:
     if switched_off():
@@ -79,11 +94,17 @@ except ImportError as exc:  # a Python that numba does not support yet, or switc
     numba = None
     _WHY_NOT = str(exc)
 
+# numpy's PCG64 streams written out (imports numba: after the threading layer is chosen above)
+from . import pcg64_kernels as pcg  # noqa: E402
 
-def _jit(f, **options):
+
+def _jit(f=None, **options):
     """``numba.njit`` with the on-disk cache of :func:`ilnrun.compiled_cache.jit` (damaged files
     rebuilt, saves locked); without a writable cache directory, compiled in memory in each
-    process; the plain function where numba is absent (never called)."""
+    process; the plain function where numba is absent (never called). ``@_jit(inline="always")``
+    passes numba's options."""
+    if f is None:
+        return lambda g: _jit(g, **options)
     if numba is None:
         return f
     return compiled_jit(f, **options)
@@ -109,9 +130,69 @@ if numba is not None:
 
         return numba.types.void(numba.types.intp), codegen
 
+    def _element(context, builder, signature, args):
+        """The address of ``args[0][args[1]]`` (a 1-d int64 array, an index in range)."""
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        return _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+
+    @_intrinsic
+    def atomic_add(typingctx, arr, i, v):
+        """``arr[i] += v`` as one atomic step (sequentially consistent); the value before."""
+
+        def codegen(context, builder, signature, args):
+            ptr = _element(context, builder, signature, args)
+            return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+
+        return numba.types.int64(arr, numba.types.intp, numba.types.int64), codegen
+
+    @_intrinsic
+    def atomic_load(typingctx, arr, i):
+        """``arr[i]``, read with acquire order: what was written before the store that wrote
+        it (:func:`atomic_store`) is seen after."""
+
+        def codegen(context, builder, signature, args):
+            return builder.load_atomic(_element(context, builder, signature, args), "acquire", 8)
+
+        return numba.types.int64(arr, numba.types.intp), codegen
+
+    @_intrinsic
+    def atomic_store(typingctx, arr, i, v):
+        """``arr[i] = v``, written with release order (see :func:`atomic_load`)."""
+
+        def codegen(context, builder, signature, args):
+            ptr = _element(context, builder, signature, args)
+            builder.store_atomic(args[2], ptr, "release", 8)
+            return context.get_dummy_value()
+
+        return numba.types.void(arr, numba.types.intp, numba.types.int64), codegen
+
+    @_intrinsic
+    def yield_cpu(typingctx):
+        """Let another thread run on this core (``sched_yield``): a waiting thread's courtesy."""
+
+        def codegen(context, builder, signature, args):
+            fnty = _llvm.FunctionType(_llvm.IntType(32), [])
+            builder.call(_cgutils.get_or_insert_function(builder.module, fnty, "sched_yield"), [])
+            return context.get_dummy_value()
+
+        return numba.types.void(), codegen
+
 else:
 
     def prefetch(address):
+        """(numba absent: never called)"""
+
+    def atomic_add(arr, i, v):
+        """(numba absent: never called)"""
+
+    def atomic_load(arr, i):
+        """(numba absent: never called)"""
+
+    def atomic_store(arr, i, v):
+        """(numba absent: never called)"""
+
+    def yield_cpu():
         """(numba absent: never called)"""
 
 
@@ -389,136 +470,369 @@ def upper_bound(cum, n, key):
     return base + (1 if cum[base] <= key else 0)
 
 
+# ----------------------------------------------------------------------------------------------
+# the search of a round: a guide table over the prefix sums
+#
+# i = upper_bound(cum, n, key) for m keys a round. A bucket function f(x) = int(min(x scale,
+# c)) is monotone in x (a product with scale > 0, rounded, clamped, then truncated), so for the
+# key's bucket b = f(key): every cum[i] with f(cum[i]) < b is below the key, and every cum[i]
+# above it has f(cum[i]) >= b. With G[b] = #{i < n: f(cum[i]) < b}, the answer is G[b] plus the
+# cum[i] from G[b] on that are at most the key: a few (scale puts about one prefix sum in a
+# bucket). This is upper_bound exactly, whatever f rounds: only the time depends on scale. A key
+# is clamped to the bucket above the last prefix sum's (c = top + 1, G[top + 1] = n): every
+# prefix sum is below it. cum is append-only, so G only grows at its end (a round adds one
+# entry); it is built again when the prefix sums outgrow the scale (about every doubling) or
+# were recomputed (a rescale).
+
+
+@_jit(inline="always")
+def bucket_of(x, scale, last):
+    """The guide's bucket of ``x >= 0``: ``min(int(x scale), last)`` (monotone in ``x``)."""
+    return int(min(x * scale, last))
+
+
 @_jit
-def search_from(cum, n, key, h):
-    """``upper_bound(cum, n, key)`` found from a guess ``h`` (the answer for a nearby key) by
-    galloping: steps of 1, 2, 4, ... away from ``h``, then a binary search in the last step."""
-    if h < n and cum[h] <= key:  # the answer is above h
-        lo, step = h + 1, 1
-        while lo + step - 1 < n and cum[lo + step - 1] <= key:
-            lo += step
-            step *= 2
-        hi = min(n, lo + step - 1)  # cum[hi] > key, or hi = n
-    else:  # the answer is at most h
-        hi, step = h, 1
-        while hi - step >= 0 and cum[hi - step] > key:
-            hi -= step
-            step *= 2
-        lo = max(0, hi - step + 1)  # cum[lo - 1] <= key, or lo = 0
-    while lo < hi:  # the answer lies in [lo, hi]
-        mid = (lo + hi) >> 1
-        if cum[mid] <= key:
-            lo = mid + 1
+def guide_extend(cum, lo, n, scale, G, top):
+    """Add ``cum[lo:n]`` to the guide whose highest filled bucket is ``top``; returns the new
+    ``top``. ``G[b]`` becomes the first ``i`` with ``bucket_of(cum[i]) >= b`` for every
+    ``b <= top`` (buckets above ``top`` start at ``n``)."""
+    last = float(len(G) - 1)
+    for i in range(lo, n):
+        c = bucket_of(cum[i], scale, last)
+        while top < c:
+            top += 1
+            G[top] = i
+    return top
+
+
+@_jit
+def guide_update(cum, n, total, G, guide, state):
+    """The guide over ``cum[:n]`` (``total = cum[n]``, ``0 < total``) at the start of a round:
+    ``guide = [U, top, covered]`` and ``state[3] = scale`` carry it between rounds and calls
+    (``covered > n``: build it again). Built with ``U = max(n, 64)`` buckets up to ``total``,
+    about one prefix sum a bucket; built again once ``total`` has doubled (keys would pass the
+    last bucket) or ``n`` has (buckets would fill up). ``len(G) >= 2 max(T, 64) + 2``.
+    Returns whether the guide is used (a scale that is not a finite positive number, for a
+    ``total`` near the ends of the float range: no; the round searches by bisection)."""
+    U, top, covered, scale = guide[0], guide[1], guide[2], state[3]
+    if covered > n or not (total * scale <= 2.0 * U) or n > 2 * U:
+        U = max(n, 64)
+        scale = U / total
+        top, covered = -1, 0
+    if not (0.0 < scale < math.inf and total < math.inf):
+        guide[2] = n + 1  # build again next round
+        return False
+    top = guide_extend(cum, covered, n, scale, G, top)
+    G[top + 1] = n  # the bucket of every key past the last prefix sum (guided_search)
+    guide[0], guide[1], guide[2], state[3] = U, top, n, scale
+    return True
+
+
+@_jit(inline="always")
+def guided_search(cum, n, key, G, top1, scale):
+    """``upper_bound(cum, n, key)`` (``0 <= key <= cum[n]``, every ``cum[i]`` from ``n + 1`` on
+    ``+inf``: :func:`sg_rounds`) from the guide (``top1 = top + 1``, ``G[top + 1] = n``): the
+    key's bucket's first index ``h`` (a key past the last prefix sum's bucket: ``n``), then the
+    prefix sums from ``h`` on that are at most the key, four compared at once (``cum`` ascends
+    to the ``+inf`` past its end, so the comparisons that hold come first: their count is the
+    step, with no branch on the data), more one by one (rare: a bucket with more); clamped to
+    ``n`` (``cum[n] = total`` is at most a key that rounded up to it). (Indices are unsigned
+    here: none is negative, and numba then adds no wrap-around to the reads.)"""
+    h = G[np.uint64(min(key * scale, top1))]
+    c = (cum[np.uint64(h)] <= key) + (cum[np.uint64(h + 1)] <= key)
+    c += (cum[np.uint64(h + 2)] <= key) + (cum[np.uint64(h + 3)] <= key)
+    h += c
+    if c == 4:
+        while cum[np.uint64(h)] <= key:
+            h += 1
+    return min(h, n)
+
+
+# ----------------------------------------------------------------------------------------------
+# one round's search and gather, by blocks of its m samples
+
+
+@_jit
+def block_search(
+    lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
+    guided, hs, signed,
+):  # fmt: skip
+    """``signed[k] = psi(x_i; w_k) sgn[i]`` with ``i = upper_bound(cum, n, key_k)`` for the
+    samples ``k`` in ``lo .. hi - 1`` of a round (each computed alone: the same numbers by any
+    number of blocks), the keys ``u[k]`` (iid) or ``(k / m + r) total`` (systematic, written
+    into ``u``). By chunks of ``PREFETCH_AHEAD`` samples: the chunk's indices are searched
+    (``hs``) and the processor asked to start reading each pair's stored numbers (a prefetch, a
+    hint that changes no number), then the chunk before it is gathered, its numbers arrived or
+    on their way: many reads from memory are in flight at once, whatever their order."""
+    if systematic:
+        for k in range(lo, hi):
+            u[k] = (k / m + r) * total
+    top1 = float(top + 1)
+    Xf = X.reshape(X.size)  # (C-contiguous: sg_rounds' caller makes it so)
+    base = X.ctypes.data
+    for c0 in range(lo, hi + PREFETCH_AHEAD, PREFETCH_AHEAD):
+        c1 = min(c0 + PREFETCH_AHEAD, hi)
+        if guided:
+            for k in range(c0, c1):
+                hs[k] = guided_search(cum, n, u[k], G, top1, scale)
         else:
-            hi = mid
-    return lo
+            for k in range(c0, c1):
+                hs[k] = upper_bound(cum, n, u[k])
+        for k in range(c0, c1):  # the pair's number; a dense map's row: its first line
+            prefetch(base + 8 * (hs[k] * d + (wi[k] if param is None else 0)))
+        for k in range(max(lo, c0 - PREFETCH_AHEAD), min(c0, hi)):
+            h = hs[k]
+            if param is None:  # (unsigned indices: no wrap-around, as in guided_search)
+                signed[np.uint64(k)] = Xf[np.uint64(h * d + wi[k])] * sgn[np.uint64(h)]
+            else:
+                signed[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
 
 
 @_jit
-def key_order(u, total, start, bucket, order):
-    """An order in which the keys ``u`` (in ``[0, total]``) nearly ascend, into ``order``: a
-    counting sort into ``len(u)`` buckets of equal width (``start``, ``bucket``: work space of
-    ``len(u) + 1`` and ``len(u)``). Searching and gathering in this order reads ``cum`` and
-    the stored rows nearly sequentially; the results do not depend on it."""
-    m = len(u)
-    scale = m / total
-    start[:] = 0
-    for k in range(m):
-        b = min(m - 1, int(u[k] * scale))
-        bucket[k] = b
-        start[b + 1] += 1
-    for b in range(m):
-        start[b + 1] += start[b]
-    for k in range(m):
-        order[start[bucket[k]]] = k
-        start[bucket[k]] += 1
+def block_draws(b, lo, hi, X, t, total, keys, ih, il, jt, starts, ends, u, wi, psi):
+    """The draws of block ``b`` (samples ``lo .. hi - 1``) of a coordinate round from numpy's
+    PCG64 stream (:mod:`pcg64_kernels`): with ``keys``, the iid keys ``u[k] = random() total``
+    from ``starts[b, :2]`` (the stream ``lo`` doubles into the round); the coordinates
+    ``wi[k] = integers(0, d)`` from the 32-bit stream at ``starts[b, 2:]`` (``lo`` numbers into
+    the round's integers), and ``psi[k] = X[t, wi[k]]``. ``ends[b]``: the 32-bit stream after
+    the block and the numbers it used (more than ``hi - lo`` if one was redrawn)."""
+    if keys:
+        pcg.doubles(starts[b, 0], starts[b, 1], ih, il, jt, total, u, lo, hi)
+    sh, sl, has, buf, used = pcg.bounded(
+        starts[b, 2], starts[b, 3], ih, il, starts[b, 4], starts[b, 5], jt, X.shape[1], wi, lo, hi
+    )
+    ends[b, 0], ends[b, 1], ends[b, 2], ends[b, 3], ends[b, 4] = sh, sl, has, buf, used
+    for k in range(lo, hi):
+        psi[k] = X[t, wi[k]]
 
 
-@_jit
-def search_pairs(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out):
-    """For every key ``u[k]``, ``k`` in ``order``: ``i[k] = upper_bound(cum, n, u[k])`` (found
-    from the previous key's answer) and ``out[k] = psi(X[i[k]]; w_k) sgn[i[k]]`` (the same
-    numbers whichever of the two loops below runs)."""
-    h = upper_bound(cum, n, u[order[0]])
-    if n * X.shape[1] <= FUSED_UP_TO:  # the rows are in cache: gather as soon as found
-        for k in order:
-            h = search_from(cum, n, u[k], h)
-            out[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
-        return
-    row = X.strides[0]
-    for k in order:  # else the reads from memory overlap best in a loop of their own
-        h = search_from(cum, n, u[k], h)
-        i[k] = h
-        if param is None:  # start reading the pair's number now: the gather then finds it
-            prefetch(X.ctypes.data + h * row + wi[k] * X.strides[1])
-    pairs(kind, param, X, i, wi, Wf, ZERO, d, order, out)
-    for k in order:
-        out[k] *= sgn[i[k]]
-
-
-def _search_pairs_parallel(kind, param, X, cum, n, u, order, wi, Wf, d, sgn, i, out, blocks):
-    """:func:`search_pairs` over ``blocks`` consecutive pieces of ``order`` in parallel: every
-    ``out[k]`` is computed alone, so the result does not depend on the number of threads."""
-    m = len(order)
+def _blocks_parallel(
+    blocks, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
+    guided, hs, signed,
+):  # fmt: skip
+    """:func:`block_search` for ``blocks`` blocks of a round's samples, in parallel (numba's
+    threads; the draws were made before, in stream order)."""
     for b in numba.prange(blocks):
         lo, hi = b * m // blocks, (b + 1) * m // blocks
         if lo < hi:
-            search_pairs(kind, param, X, cum, n, u, order[lo:hi], wi, Wf, d, sgn, i, out)
+            block_search(
+                lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G,
+                top, scale, guided, hs, signed,
+            )  # fmt: skip
 
 
-search_pairs_parallel = _jit(_search_pairs_parallel, parallel=True)
+blocks_parallel = _jit(_blocks_parallel, parallel=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# a threaded coordinate pass: threads that stay for the whole call and take blocks as they come
+#
+# numba's parallel loop starts and joins its threads at every call: about 60 us a round on the
+# 2-core machine, a fifth of a round's work at m = 50 000 on two threads. Here the threads of a
+# call (sg_worker, started by the caller) wait between rounds; the main thread (sg_rounds)
+# publishes a round (its numbers, then NEXT = 0), every thread claims blocks by an atomic
+# increment of NEXT and counts those it finished in DONE, and the main thread goes on once DONE
+# is the number of blocks. A thread that is not running (a busy machine) claims nothing: the
+# others take its blocks. Each block's numbers do not depend on which thread made them.
+
+
+def threaded_work(m: int, blocks: int, stream: np.ndarray) -> tuple:
+    """The arrays a threaded coordinate pass shares between its threads (``work`` of
+    :func:`sg_rounds` and :func:`sg_worker`): keys, ``psi(x_t; w)``, indices, products,
+    coordinates, the jump table of ``stream``, each block's stream starts and ends, the control
+    words (``NEXT`` closed: no round published) and the round's ``total, r, scale``."""
+    ctl = np.zeros(8, np.int64)
+    ctl[NEXT] = blocks
+    return (
+        np.empty(m), np.empty(m), np.empty(m, np.int64), np.empty(m), np.empty(m, np.int64),
+        pcg.jump_table(stream[2], stream[3]), np.empty((blocks, 6), np.uint64),
+        np.empty((blocks, 5), np.uint64), ctl, np.zeros(4),
+    )  # fmt: skip
+
+
+@_jit
+def run_blocks(work, X, cum, sgn, G, m, nb, systematic):
+    """Claim blocks of the round published in ``work`` and make them (:func:`block_draws`,
+    :func:`block_search`) until none is left to claim. A claimed block holds the round open
+    (``DONE`` stays short of ``nb``), so the round's numbers read after the claim are its own."""
+    u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
+    Wf = np.empty((0, 0))
+    while atomic_load(ctl, NEXT) < nb:
+        b = atomic_add(ctl, NEXT, 1)
+        if b >= nb:
+            break
+        t, n, top, guided = ctl[T_], ctl[N_], ctl[TOP], ctl[GUIDED] != 0
+        total, r, scale = ctlf[0], ctlf[1], ctlf[2]
+        lo, hi = b * m // nb, (b + 1) * m // nb
+        block_draws(b, lo, hi, X, t, total, not systematic, jt[0, 2], jt[0, 3], jt, starts, ends,
+                    u, wi, psi)  # fmt: skip
+        block_search(
+            lo, hi, m, COORDINATE_KIND, None, X, cum, n, u, total, systematic, r, wi, Wf,
+            X.shape[1], sgn, G, top, scale, guided, hs, signed,
+        )  # fmt: skip
+        atomic_add(ctl, DONE, 1)
+
+
+@_jit(nogil=True)
+def sg_worker(work, X, cum, sgn, G, m, nb, systematic):
+    """A thread of a threaded coordinate pass: makes blocks of each round the main thread
+    publishes (:func:`run_blocks`) until it sets ``STOP``; between rounds it watches ``NEXT``,
+    yielding its core after ``SPINS`` looks."""
+    ctl = work[8]
+    while True:
+        run_blocks(work, X, cum, sgn, G, m, nb, systematic)
+        spins = 0
+        while atomic_load(ctl, NEXT) >= nb:
+            if atomic_load(ctl, STOP) != 0:
+                return
+            spins += 1
+            if spins > SPINS:
+                yield_cpu()
 
 
 # ----------------------------------------------------------------------------------------------
 # Algorithms 1 and 2
 
 
-@_jit
+@_jit(nogil=True)
 def sg_rounds(
     t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
-    rng, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state, counts,
+    rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
+    counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
-    ``state = [s, total, 2.0]`` (``total = |a|_1``), ``counts = [shrinks, features_sampled,
-    train_evals, diverged]`` carry the pass between calls. ``param``, ``net``: :func:`map_param`,
-    :func:`map_net`. With
-    ``blocks`` a number (not ``None``) the search and gather of a round run in parallel, in
-    ``blocks`` pieces (:func:`search_pairs_parallel`): the same numbers.
+    ``cum``: the prefix sums ``cum[i] = sum_{j <= i} |a_j|`` of the rounds played, then ``+inf``
+    (at least ``T + 3`` numbers). ``state = [s, total, 2.0, scale]`` (``total = |a|_1``;
+    ``scale``: the guide's), ``counts = [shrinks, features_sampled, train_evals, diverged]``,
+    the guide ``G``, ``guide`` (:func:`guide_update`) carry the pass between calls. ``param``,
+    ``net``: :func:`map_param`, :func:`map_net`. ``stream``: ``None`` (the draws are the calls of
+    ``rng``), or the state of ``rng``'s PCG64 (:func:`pcg64_kernels.state_of`; coordinate
+    features only) whose numbers are made here (the same numbers) and which is advanced in
+    place. With ``blocks`` a number (not
+    ``None``) each round runs in ``blocks`` pieces in parallel: with a stream, on the threads
+    that share ``work`` (:func:`threaded_work`; the caller runs :func:`sg_worker` on them, and
+    they stop when this returns), the draws included; without, the search and gather on numba's
+    threads (:func:`blocks_parallel`). The same numbers either way. Releases the GIL (the
+    workers' threads run meanwhile).
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
+    if work is not None:
+        played = _rounds(
+            t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below,
+            blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before,
+            alpha_l1, losses, state, counts,
+        )  # fmt: skip
+        atomic_store(work[8], STOP, 1)
+        return played
+    return _rounds(
+        t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below,
+        blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1,
+        losses, state, counts,
+    )  # fmt: skip
+
+
+@_jit
+def _rounds(
+    t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
+    rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
+    counts,
+):  # fmt: skip
+    """:func:`sg_rounds`' rounds."""
     s, total = state[0], state[1]
     d = X.shape[1]
-    # work space of the rounds: keys, products, the search order (and its counting sort)
-    u, signed, rows = np.empty(m), np.empty(m), np.empty(m, np.int64)
-    order, start, bucket = np.arange(m), np.empty(m + 1, np.int64), np.empty(m, np.int64)
+    nb = 1 if blocks is None else blocks
+    # work space of the rounds: keys, products, psi(x_t; w), the indices
+    if work is not None:
+        u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
+        Wf = np.empty((0, 0))
+        ih, il = stream[2], stream[3]
+    else:
+        u, signed, psi, hs = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
+        if stream is not None:
+            ih, il = stream[2], stream[3]
+            jt = pcg.jump_table(ih, il)
+            starts, ends = np.empty((1, 6), np.uint64), np.empty((1, 5), np.uint64)
+            wi, Wf = np.empty(m, np.int64), np.empty((0, 0))
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
         # --- Algorithm 2: E_t = EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) -------------------
         E = 0.0
         if total > 0.0:
-            if systematic:  # (k / m + r) total, k < m: ascending, order stays 0, 1, ...
-                r = rng.random() / m
-                for k in range(m):
-                    u[k] = (k / m + r) * total
-            else:  # rng.random(m) * total, one draw at a time (the same stream)
-                for k in range(m):
-                    u[k] = rng.random() * total
-            wi, Wf = draw_w(rng, kind, d, m, param, net)
-            psi_t = psi_point(kind, param, net, X[t], wi, Wf, d)
-            # i ~ |a_i| / |a|_1: the first i with cum[i] > u (clamped to the last stored example),
-            # searched and gathered in (nearly) ascending order of u
-            if not systematic:
-                key_order(u, total, start, bucket, order)
-            if blocks is None:
-                search_pairs(kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed)
+            n = t - 1  # i ~ |a_i| / |a|_1: the first i < n with cum[i] > u, else n
+            guided = guide_update(cum, n, total, G, guide, state)
+            top, scale = guide[1], state[3]
+            r = 0.0
+            if stream is not None:
+                sh, sl, has, buf = stream[0], stream[1], stream[4], stream[5]
+                if systematic:  # one random(): the keys (k / m + r) total
+                    sh, sl = pcg.doubles(sh, sl, ih, il, jt, 1.0, u, ZERO, ONE)
+                    r = u[0] / m
+                    wh, wl = sh, sl
+                else:  # m random() for the keys, then the integers
+                    wh, wl = pcg.advance(sh, sl, jt, m)
+                for b in range(nb):  # where each block's numbers start in the stream
+                    lo = b * m // nb
+                    starts[b, 0], starts[b, 1] = pcg.advance(sh, sl, jt, lo)
+                    w0, w1, w2, w3 = pcg.position32(wh, wl, has, buf, jt, lo)
+                    starts[b, 2], starts[b, 3], starts[b, 4], starts[b, 5] = w0, w1, w2, w3
+                if work is None:
+                    block_draws(ZERO, ZERO, m, X, t, total, not systematic, ih, il, jt, starts,
+                                ends, u, wi, psi)  # fmt: skip
+                    block_search(
+                        ZERO, m, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn,
+                        G, top, scale, guided, hs, signed,
+                    )  # fmt: skip
+                else:
+                    # publish the round (its numbers, then NEXT), take blocks, wait for the rest
+                    ctl[T_], ctl[N_], ctl[TOP], ctl[GUIDED] = t, n, top, 1 if guided else 0
+                    ctlf[0], ctlf[1], ctlf[2] = total, r, scale
+                    atomic_store(ctl, DONE, 0)
+                    atomic_store(ctl, NEXT, 0)
+                    run_blocks(work, X, cum, sgn, G, m, nb, systematic)
+                    spins = 0
+                    while atomic_load(ctl, DONE) < nb:
+                        spins += 1
+                        if spins > SPINS:
+                            yield_cpu()
+                    # a block whose integers redrew a number moved the start of every later
+                    # block's: draw those again, one after the other (rare)
+                    for b in range(nb - 1):
+                        if int(ends[b, 4]) != (b + 1) * m // nb - b * m // nb:
+                            for c in range(b + 1, nb):
+                                lo, hi = c * m // nb, (c + 1) * m // nb
+                                for j in range(4):  # (a loop: see draw_w)
+                                    starts[c, 2 + j] = ends[c - 1, j]
+                                block_draws(c, lo, hi, X, t, total, FALSE, ih, il, jt, starts,
+                                            ends, u, wi, psi)  # fmt: skip
+                                block_search(
+                                    lo, hi, m, kind, param, X, cum, n, u, total, systematic, r,
+                                    wi, Wf, d, sgn, G, top, scale, guided, hs, signed,
+                                )  # fmt: skip
+                            break
+                stream[0], stream[1] = ends[nb - 1, 0], ends[nb - 1, 1]
+                stream[4], stream[5] = ends[nb - 1, 2], ends[nb - 1, 3]
             else:
-                search_pairs_parallel(
-                    kind, param, X, cum, t - 1, u, order, wi, Wf, d, sgn, rows, signed, blocks
-                )
+                if systematic:
+                    r = rng.random() / m
+                else:  # rng.random(m) * total, one draw at a time (the same stream)
+                    for k in range(m):
+                        u[k] = rng.random() * total
+                wi, Wf = draw_w(rng, kind, d, m, param, net)
+                psi = psi_point(kind, param, net, X[t], wi, Wf, d)
+                if blocks is None:
+                    block_search(
+                        ZERO, m, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn,
+                        G, top, scale, guided, hs, signed,
+                    )  # fmt: skip
+                else:
+                    blocks_parallel(
+                        nb, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G,
+                        top, scale, guided, hs, signed,
+                    )  # fmt: skip
             counts[1] += m
             counts[2] += 2 * m
-            E = s * total / m * np.dot(signed, psi_t)
+            E = s * total / m * np.dot(signed, psi)
         # (E - y)**2 as Python's float power: libm's pow, which can differ from a product in
         # the last bit (the exponent is read from ``state`` so that it is not folded into one)
         losses[t] = 0.5 * math.pow(E - y_t, state[2])
@@ -548,6 +862,7 @@ def sg_rounds(
                 cum[i] = acc
             total = cum[t]
             s = 1.0
+            guide[2] = len(G)  # the prefix sums changed: the guide is built again
     state[0], state[1] = s, total
     return t1
 
@@ -620,11 +935,27 @@ def available() -> bool:
     return numba is not None
 
 
+def max_threads() -> int:
+    """The threads a pass may use: the cores numba found."""
+    return numba.config.NUMBA_NUM_THREADS
+
+
 def set_threads(threads: int) -> int:
     """Let numba's parallel loops use ``threads`` threads (at most the cores numba found)."""
     n = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(n)
     return n
+
+
+def own_stream(rng: np.random.Generator, kind: int, d: int) -> np.ndarray | None:
+    """The ``stream`` argument of :func:`sg_rounds`: the state of ``rng``'s PCG64
+    (:func:`pcg64_kernels.state_of`) where the kernels make the pass's draws themselves (a
+    coordinate pass, ``2 <= d <= pcg64_kernels.MAX_BOUND``, a PCG64 generator:
+    ``default_rng``'s), else ``None`` (``rng``'s own calls). The caller puts it back
+    (:func:`pcg64_kernels.put_state`) after each call."""
+    if kind != COORDINATE or not 2 <= d <= pcg.MAX_BOUND or not pcg.supported(rng):
+        return None
+    return pcg.state_of(rng)
 
 
 def map_param(fmap) -> float | None:
