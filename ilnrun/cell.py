@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
@@ -75,6 +76,8 @@ __all__ = [
     "reference_losses",
     "m_test",
     "run_cell",
+    "run_cells",
+    "twins",
     "seeds",
     "sweep_column",
     "sweep_seed",
@@ -287,6 +290,67 @@ def run_cell(exp: Experiment, cell: Cell) -> dict:
     p = plan(exp.budget, cell, inst)
     res, reason, wall = fit_numpy(exp.seed, exp.limits, p, inst)
     return finish(exp, p, inst, res, reason, wall)
+
+
+def run_cells(exp: Experiment, cells: Sequence[Cell]) -> Iterator[dict]:
+    """The records of ``cells``, in order, as :func:`run_cell` makes them one by one, but for
+    ``average`` twins: a cell and the next one that differ only in ``average`` make the same
+    pass (the same seeds, :attr:`~ilnrun.config.Cell.seed_key`; ``average`` chooses the
+    predictor it returns), so the pass runs once, with ``average``, and the other cell is
+    evaluated from the final predictor it keeps (``FitResult.final``). Each record is the one
+    its own pass gives (its own evaluation seeds and counters; ``wall_s``: the shared pass's
+    time). A pass that keeps no final predictor, or that raised, runs again for the other."""
+    i = 0
+    while i < len(cells):
+        if i + 1 < len(cells) and twins(cells[i], cells[i + 1]):
+            yield from _run_twins(exp, cells[i], cells[i + 1])
+            i += 2
+        else:
+            yield run_cell(exp, cells[i])
+            i += 1
+
+
+def twins(a: Cell, b: Cell) -> bool:
+    """Whether cells ``a`` and ``b`` differ only in ``average`` (set in exactly one of them):
+    the same learner, dataset setting, repetition, budget and other parameters, hence the same
+    seeds (:attr:`~ilnrun.config.Cell.seed_key` leaves ``average`` out)."""
+    return (
+        a.method == b.method
+        and a.rep == b.rep
+        and a.per_round == b.per_round
+        and bool(a.hyper.get("average")) != bool(b.hyper.get("average"))
+        and _but_average(a.hyper) == _but_average(b.hyper)
+        and a.data_key == b.data_key
+    )
+
+
+def _but_average(h: dict) -> dict:
+    return {k: v for k, v in h.items() if k != "average"}
+
+
+def _run_twins(exp: Experiment, a: Cell, b: Cell) -> Iterator[dict]:
+    """The records of the ``average`` twins ``a`` and ``b`` (:func:`run_cells`), in order."""
+    inst = instance(exp.seed, exp.feature_map, a)
+    pa, pb = plan(exp.budget, a, inst), plan(exp.budget, b, inst)
+    avg, plain = (pb, pa) if b.hyper.get("average") else (pa, pb)
+
+    same = (
+        avg.args.get("average") is True
+        and plain.args.get("average", False) is False
+        and _but_average(avg.args) == _but_average(plain.args)
+    )
+    if not same:  # not one pass after all (a spec's arguments hook)
+        yield run_cell(exp, a)
+        yield run_cell(exp, b)
+        return
+    res, reason, wall = fit_numpy(exp.seed, exp.limits, avg, inst)
+    passes = {avg.cell.id: (res, reason, wall)}
+    if res is not None and res.final is not None:
+        passes[plain.cell.id] = (res.without_average(), reason, wall)
+    for p in (pa, pb):
+        if p.cell.id not in passes:  # the plain pass, made on its own
+            passes[p.cell.id] = fit_numpy(exp.seed, exp.limits, p, inst)
+        yield finish(exp, p, inst, *passes[p.cell.id])
 
 
 # ----------------------------------------------------------------------------------------------
