@@ -156,9 +156,18 @@ _CACHE: OrderedDict[str, Instance] = OrderedDict()
 _CACHE_SIZE = 2
 
 
+_LAST_KEY: tuple = (None, "")  # (what identifies an instance, its digest): the last asked for
+
+
 def instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
-    """The dataset instance of ``cell`` (built once per process, then cached)."""
-    key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
+    """The dataset instance of ``cell`` (built once per process, then cached; consecutive cells
+    of one instance find it without hashing its identity again)."""
+    global _LAST_KEY
+    probe = (seed, fmap, cell.data_key)
+    last, key = _LAST_KEY
+    if last != probe:
+        key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
+        _LAST_KEY = (probe, key)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
