@@ -13,7 +13,7 @@ worker processes (docs/architecture.md §3).
   most ``CHUNK_ROUNDS`` training rounds in all, so ``CHUNK_ROUNDS / T`` cells of ``T`` rounds;
   one cell per task from ``T >= CHUNK_ROUNDS / 2``), which pays the dispatch (pickling, a
   round trip to the worker) once for the chunk instead of per cell. ``average`` twins (cells
-  that differ only in ``average``) stay in one task: they make one pass
+  that differ only in ``average``) stay in one task of two cells or more: they make one pass
   (:func:`ilnrun.cell.run_cells`).
 - Every finished record goes to ``on_record`` in the parent the moment its task returns (which
   appends it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it
@@ -152,16 +152,19 @@ def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
     """``pending`` cut into worker tasks, in order: runs of consecutive cells of one dataset
     instance (same ``data_key``), each at most ``CHUNK_ROUNDS // T`` cells (at least one), and
     at most ``len(pending) / (4 jobs)`` cells so that a short run still keeps every worker busy
-    to its end; a task that would end between two ``average`` twins (:func:`~ilnrun.cell.twins`:
-    one pass for both, :func:`~ilnrun.cell.run_cells`) takes the second as well."""
+    to its end. A task of two cells or more never ends between two ``average`` twins
+    (:func:`~ilnrun.cell.twins`, which :func:`~ilnrun.cell.run_cells` runs from one pass): the
+    first of them starts the next task instead."""
     cap = max(1, len(pending) // (4 * max(1, jobs)))
     out: list[list[Cell]] = []
     key = None
     for c in pending:
         k = json.dumps(c.data_key, sort_keys=True)
         size = max(1, min(cap, CHUNK_ROUNDS // _rounds(c)))
-        if out and k == key and (len(out[-1]) < size or twins(out[-1][-1], c)):
+        if out and k == key and len(out[-1]) < size:
             out[-1].append(c)
+        elif out and k == key and len(out[-1]) >= 2 and twins(out[-1][-1], c):
+            out.append([out[-1].pop(), c])
         else:
             out.append([c])
             key = k

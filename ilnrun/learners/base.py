@@ -645,9 +645,10 @@ class BudgetSize:
             return self.cost(match, T, n_eval)
         return None if match == "total" else self.cost(match, T)
 
-    @property
+    @cached_property
     def counts_scoring(self) -> bool:
-        """Whether ``cost`` takes the points scored (``cost(match, T, n_eval)``)."""
+        """Whether ``cost`` takes the points scored (``cost(match, T, n_eval)``; read once: every
+        budget derived asks)."""
         return len(inspect.signature(self.cost).parameters) >= 3
 
 
