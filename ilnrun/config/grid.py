@@ -73,15 +73,15 @@ class Cell:
     def data_key(self) -> dict:
         return {"data": self.data if self.data_id is None else self.data_id, "rep": self.rep}
 
-    @cached_property
+    @property
     def key(self) -> dict:
-        """What identifies the cell (and seeds it); computed once per cell object, like
-        :attr:`id` (never changed: a caller builds new mappings from it)."""
+        """What identifies the cell (and seeds it). Not kept on the cell: a run's process holds
+        every cell, and needs only their :attr:`id` (kept)."""
         hyper = key_part(LEARNERS[self.method].params, self.hyper)
         # the budget's entry keeps the YAML key's name: cell identities never move
         return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.per_round}
 
-    @cached_property
+    @property
     def seed_key(self) -> dict:
         """What seeds the cell: its key without the parameters that choose which predictor a
         pass returns, not what it draws (``SEED_FREE``: ``average``), so that an averaged cell
@@ -97,7 +97,8 @@ class Cell:
         """``H(seed_key)`` (:func:`spawn_key`): the cell's seed sequence is
         ``SeedSequence(root, spawn_key=seed_spawn_key)`` for every root seed, and its ``i``-th
         child ``SeedSequence(root, spawn_key=(*seed_spawn_key, i))`` (what ``spawn`` makes), so
-        the digest is taken once per cell, not once per seed (:func:`ilnrun.cell.seeds`)."""
+        the digest is taken once per cell, not once per seed (:func:`ilnrun.cell.seeds`; kept:
+        four integers)."""
         return spawn_key(self.seed_key)
 
     @cached_property
