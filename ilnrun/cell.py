@@ -119,8 +119,9 @@ class Instance:
     def budget(self, match: str, per_round: int) -> Budget:
         """The matched budget of ``per_round`` features per round under ``match`` on this
         instance's ``T`` rounds and ``n_val + n_test`` scored points (:func:`ilnrun.budget.derive`,
-        derived once per instance and budget, not once per cell; never changed)."""
-        key = ("budget", match, per_round)
+        derived once per instance, budget and set of registered learners, not once per cell;
+        never changed)."""
+        key = ("budget", match, per_round, _registered())
         if key not in self.cache:
             d = self.data
             n_eval = len(d.y_val) + len(d.y_test)  # the points ``total`` counts
@@ -145,11 +146,19 @@ class Instance:
         return self.cache[key]
 
     def columns(self) -> tuple[list[str], list[str]]:
-        """``(hyper_columns(), size_columns())`` of the learners registered when the instance
-        was built (the row's parameter and size columns; read once per instance)."""
-        if "columns" not in self.cache:
-            self.cache["columns"] = (hyper_columns(), size_columns())
-        return self.cache["columns"]
+        """``(hyper_columns(), size_columns())`` of the registered learners (the row's parameter
+        and size columns; read once per instance and set of registered learners)."""
+        key = ("columns", _registered())
+        if key not in self.cache:
+            self.cache[key] = (hyper_columns(), size_columns())
+        return self.cache[key]
+
+
+def _registered() -> tuple:
+    """The registered learners (name, spec object): what the values derived from the registry
+    that an instance keeps (:meth:`Instance.budget`, :meth:`Instance.columns`) depend on, so
+    that a learner registered later (a plugin, a test's toy) is never missed."""
+    return tuple((name, id(spec)) for name, spec in LEARNERS.items())
 
 
 _CACHE: OrderedDict[str, Instance] = OrderedDict()

@@ -385,3 +385,27 @@ def test_select_selects_what_the_group_loop_selected(seed, estimated):
     for modes in ({}, {"a": "estimated"}, {"a": "estimated", "b": "estimated"}):
         got, want = select(runs, ["D"], modes), _select_reference(runs, ["D"], modes)
         pd.testing.assert_frame_equal(got, want)
+
+
+def test_instance_values_follow_the_registered_learners(monkeypatch):
+    """What an instance keeps that derives from the registry (the matched budget's sizes, the
+    row's columns) is derived again for a learner registered after the instance was built: a
+    toy learner's cell on a cached instance gets its size and its parameter column."""
+    import toy_learner
+
+    from ilnrun.learners import LEARNERS
+
+    cfg = tiny_config(**{"dataset.D": 20, "repetitions": 1})
+    exp = resolve(cfg)
+    first = C.cells(exp)[0]
+    K.run_cell(exp, first)  # the instance is built and cached, its budget and columns kept
+    monkeypatch.setitem(LEARNERS, toy_learner.SPEC.name, toy_learner.SPEC)
+    cfg["methods"] = {"toy_avg": {"eta": 0.3, "tail": 0.25}}
+    toy = resolve(cfg)
+    cell = C.cells(toy)[0]
+    assert K.instance(toy.seed, toy.feature_map, cell) is K.instance(
+        exp.seed, exp.feature_map, first
+    )
+    row = K.run_cell(toy, cell)["row"]
+    assert row["q"] == K.plan(toy.budget, cell, K.instance(toy.seed, toy.feature_map, cell)).size()
+    assert row["q"] > 0 and row["tail"] == 0.25
