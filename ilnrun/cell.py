@@ -131,7 +131,7 @@ class Instance:
     def references(self, n_estimated: int | None, loss: LossSpec, error: bool) -> dict:
         """:func:`reference_losses` of this instance (the data-only yardsticks: the same for
         every cell of the instance, so computed once per loss; the caller copies them)."""
-        key = ("references", n_estimated, loss.name, error)
+        key = ("references", n_estimated, loss.name, id(loss), error)
         if key not in self.cache:
             self.cache[key] = reference_losses(self.data, n_estimated, loss, error)
         return self.cache[key]
