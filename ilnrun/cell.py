@@ -25,8 +25,10 @@ hands it to :func:`finish`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
@@ -74,6 +76,8 @@ __all__ = [
     "reference_losses",
     "m_test",
     "run_cell",
+    "run_cells",
+    "twins",
     "seeds",
     "sweep_column",
     "sweep_seed",
@@ -112,14 +116,67 @@ class Instance:
             self.cache["train_kernel"] = TrainKernel(self.fmap, self.data.X_train)
         return self.cache["train_kernel"]
 
+    def budget(self, match: str, per_round: int) -> Budget:
+        """The matched budget of ``per_round`` features per round under ``match`` on this
+        instance's ``T`` rounds and ``n_val + n_test`` scored points (:func:`ilnrun.budget.derive`,
+        derived once per instance, budget and set of registered learners, not once per cell;
+        never changed)."""
+        key = ("budget", match, per_round, _registered())
+        if key not in self.cache:
+            d = self.data
+            n_eval = len(d.y_val) + len(d.y_test)  # the points ``total`` counts
+            self.cache[key] = derive(match, per_round, len(d.y_train), n_eval)
+        return self.cache[key]
+
+    def references(self, n_estimated: int | None, loss: LossSpec, error: bool) -> dict:
+        """:func:`reference_losses` of this instance (the data-only yardsticks: the same for
+        every cell of the instance, so computed once per loss; the caller copies them)."""
+        key = ("references", n_estimated, loss.name, id(loss), error)
+        if key not in self.cache:
+            self.cache[key] = reference_losses(self.data, n_estimated, loss, error)
+        return self.cache[key]
+
+    def label_variance(self, split: str, n: int | None = None) -> float:
+        """``np.var`` of the first ``n`` labels of ``split`` (all of them without ``n``), once
+        per instance: the denominators of the NMSE columns."""
+        key = ("var", split, n)
+        if key not in self.cache:
+            y = self.data.split(split)[1]
+            self.cache[key] = float(np.var(y if n is None else y[:n]))
+        return self.cache[key]
+
+    def columns(self) -> tuple[list[str], list[str]]:
+        """``(hyper_columns(), size_columns())`` of the registered learners (the row's parameter
+        and size columns; read once per instance and set of registered learners)."""
+        key = ("columns", _registered())
+        if key not in self.cache:
+            self.cache[key] = (hyper_columns(), size_columns())
+        return self.cache[key]
+
+
+def _registered() -> tuple:
+    """The registered learners (name, spec object): what the values derived from the registry
+    that an instance keeps (:meth:`Instance.budget`, :meth:`Instance.columns`) depend on, so
+    that a learner registered later (a plugin, a test's toy) is never missed."""
+    return tuple((name, id(spec)) for name, spec in LEARNERS.items())
+
 
 _CACHE: OrderedDict[str, Instance] = OrderedDict()
 _CACHE_SIZE = 2
 
 
+_LAST_KEY: tuple = (None, "")  # (what identifies an instance, its digest): the last asked for
+
+
 def instance(seed: int, fmap: FeatureMapConfig, cell: Cell) -> Instance:
-    """The dataset instance of ``cell`` (built once per process, then cached)."""
-    key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
+    """The dataset instance of ``cell`` (built once per process, then cached; consecutive cells
+    of one instance find it without hashing its identity again)."""
+    global _LAST_KEY
+    probe = (seed, fmap, cell.data_key)
+    last, key = _LAST_KEY
+    if last != probe:
+        key = digest({"seed": seed, "fmap": fmap.as_dict(), **cell.data_key})
+        _LAST_KEY = (probe, key)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
@@ -166,8 +223,7 @@ def plan(budget: BudgetConfig, cell: Cell, inst: Instance) -> CellPlan:
     convention."""
     spec = LEARNERS[cell.method]
     T = len(inst.data.y_train)
-    n_eval = len(inst.data.y_val) + len(inst.data.y_test)  # the points ``total`` counts
-    matched = derive(budget.match, cell.per_round, T, n_eval) if cell.per_round else None
+    matched = inst.budget(budget.match, cell.per_round) if cell.per_round else None
     size = setting_size(matched, cell.method, cell.hyper) if matched is not None else None
     return CellPlan(cell, spec, T, matched, spec.fit_arguments(cell.hyper, size, T))
 
@@ -187,18 +243,25 @@ def classifies(cell: Cell, loss: LossSpec) -> bool:
     return loss.labels == "pm1" or getattr(spec, "labels", "real") == "pm1"
 
 
+def _child(seed: int, cell: Cell, i: int) -> np.random.SeedSequence:
+    """The ``i``-th child of the cell's seed sequence ``SeedSequence(seed, spawn_key=H(key))``,
+    built as ``spawn`` builds it (``spawn_key`` extended by ``i``) from the key's digest, which
+    the cell keeps (:attr:`~ilnrun.config.Cell.seed_spawn_key`): the same seeds as
+    ``seed_sequence(seed, cell.seed_key).spawn(i + 1)[i]``, without hashing the key again."""
+    return np.random.SeedSequence(seed, spawn_key=(*cell.seed_spawn_key, i))
+
+
 def seeds(seed: int, cell: Cell) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
     """``(fit, evaluation)``: the two children of the cell's seed sequence under the root
     ``seed``."""
-    fit_ss, eval_ss = seed_sequence(seed, cell.seed_key).spawn(2)
-    return fit_ss, eval_ss
+    return _child(seed, cell, 0), _child(seed, cell, 1)
 
 
 def validation_seed(seed: int, cell: Cell) -> np.random.SeedSequence:
     """The seed of ``val_loss_estimated``'s Algorithm-2 samples: the third child of the cell's
     seed sequence (the first two, :func:`seeds`, are those of every other column, which it
     leaves as they were)."""
-    return seed_sequence(seed, cell.seed_key).spawn(3)[2]
+    return _child(seed, cell, 2)
 
 
 NUMERIC_ERRORS = (
@@ -226,7 +289,7 @@ def fit_numpy(
 ) -> tuple[FitResult | None, str | None, float]:
     """The learner's numpy ``fit`` under the guard, with the cell's training seed and
     ``limits.cell_timeout_s`` as its deadline: ``(result, reason, wall seconds)``."""
-    fit_ss, _ = seeds(seed, p.cell)
+    fit_ss = _child(seed, p.cell, 0)  # seeds(seed, p.cell)[0]
     limit = limits.cell_timeout_s
     t0 = perf_counter()
     deadline = {} if limit is None else {"deadline": t0 + limit}
@@ -245,6 +308,67 @@ def run_cell(exp: Experiment, cell: Cell) -> dict:
     p = plan(exp.budget, cell, inst)
     res, reason, wall = fit_numpy(exp.seed, exp.limits, p, inst)
     return finish(exp, p, inst, res, reason, wall)
+
+
+def run_cells(exp: Experiment, cells: Sequence[Cell]) -> Iterator[dict]:
+    """The records of ``cells``, in order, as :func:`run_cell` makes them one by one, but for
+    ``average`` twins: a cell and the next one that differ only in ``average`` make the same
+    pass (the same seeds, :attr:`~ilnrun.config.Cell.seed_key`; ``average`` chooses the
+    predictor it returns), so the pass runs once, with ``average``, and the other cell is
+    evaluated from the final predictor it keeps (``FitResult.final``). Each record is the one
+    its own pass gives (its own evaluation seeds and counters; ``wall_s``: the shared pass's
+    time). A pass that keeps no final predictor, or that raised, runs again for the other."""
+    i = 0
+    while i < len(cells):
+        if i + 1 < len(cells) and twins(cells[i], cells[i + 1]):
+            yield from _run_twins(exp, cells[i], cells[i + 1])
+            i += 2
+        else:
+            yield run_cell(exp, cells[i])
+            i += 1
+
+
+def twins(a: Cell, b: Cell) -> bool:
+    """Whether cells ``a`` and ``b`` differ only in ``average`` (set in exactly one of them):
+    the same learner, dataset setting, repetition, budget and other parameters, hence the same
+    seeds (:attr:`~ilnrun.config.Cell.seed_key` leaves ``average`` out)."""
+    return (
+        a.method == b.method
+        and a.rep == b.rep
+        and a.per_round == b.per_round
+        and bool(a.hyper.get("average")) != bool(b.hyper.get("average"))
+        and _but_average(a.hyper) == _but_average(b.hyper)
+        and a.data_key == b.data_key
+    )
+
+
+def _but_average(h: dict) -> dict:
+    return {k: v for k, v in h.items() if k != "average"}
+
+
+def _run_twins(exp: Experiment, a: Cell, b: Cell) -> Iterator[dict]:
+    """The records of the ``average`` twins ``a`` and ``b`` (:func:`run_cells`), in order."""
+    inst = instance(exp.seed, exp.feature_map, a)
+    pa, pb = plan(exp.budget, a, inst), plan(exp.budget, b, inst)
+    avg, plain = (pb, pa) if b.hyper.get("average") else (pa, pb)
+
+    same = (
+        avg.args.get("average") is True
+        and plain.args.get("average", False) is False
+        and _but_average(avg.args) == _but_average(plain.args)
+    )
+    if not same:  # not one pass after all (a spec's arguments hook)
+        yield run_cell(exp, a)
+        yield run_cell(exp, b)
+        return
+    res, reason, wall = fit_numpy(exp.seed, exp.limits, avg, inst)
+    passes = {avg.cell.id: (res, reason, wall)}
+    if res is not None and res.final is not None:
+        passes[plain.cell.id] = (res.without_average(), reason, wall)
+    for p in (pa, pb):
+        if p.cell.id not in passes:  # the plain pass, made on its own
+            passes[p.cell.id] = fit_numpy(exp.seed, exp.limits, p, inst)
+        yield finish(exp, p, inst, *passes[p.cell.id])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -365,7 +489,7 @@ def evaluate(
         val_kernel_evals=val_k // max(1, len(d.y_val)),
         test_kernel_evals=test_k // max(1, len(d.y_test)),
     )
-    var = float(np.var(d.y_test[:n_est]))
+    var = inst.label_variance("test", n_est)
     if res.averaged is not None:
         if inst.fmap.has_kernel and not evaluation.free:
             avg = inst.predict_exact(res.averaged, "test")
@@ -398,7 +522,7 @@ def evaluate(
     out["test_loss"] = risk(test, d.y_test)
     out["test_loss_subset"] = risk(test[:n_est], d.y_test[:n_est])
     if nmse:
-        out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / np.var(d.y_test))
+        out["test_nmse"] = float(np.mean((test - d.y_test) ** 2) / inst.label_variance("test"))
     if error:
         out["test_error"] = error_rate(test, d.y_test)
     return out
@@ -576,6 +700,15 @@ def curve_points(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(1, T, min(n, T)).round().astype(int))
 
 
+@functools.lru_cache(maxsize=64)
+def _curve_rounds(T: int, n: int) -> tuple[np.ndarray, list[int]]:
+    """:func:`curve_points` (read-only) and its list: the same for every cell of ``T`` rounds,
+    so made once per process."""
+    t = curve_points(T, n)
+    t.flags.writeable = False
+    return t, t.tolist()
+
+
 def regret(
     spec: LearnerSpec,
     radius: float | None,
@@ -638,11 +771,16 @@ def finish(
     error = classifies(cell, loss)
     ev = None
     if reason is None:
-        eval_rng = np.random.default_rng(seeds(exp.seed, cell)[1])
-        val_rng = np.random.default_rng(validation_seed(exp.seed, cell))
-        sweep = {
-            s: np.random.default_rng(sweep_seed(exp.seed, cell, s)) for s in evaluation.m_test_sweep
-        }
+        eval_rng = val_rng = None
+        sweep: dict[int, np.random.Generator] = {}
+        if _draws(res):  # the generators of the Algorithm-2 estimates (seeds: seeds(), ...)
+            eval_rng = np.random.default_rng(_child(exp.seed, cell, 1))  # seeds(...)[1]
+            if res.averaged is not None:  # only its val_loss_estimated draws from val_rng
+                val_rng = np.random.default_rng(validation_seed(exp.seed, cell))
+            sweep = {
+                s: np.random.default_rng(sweep_seed(exp.seed, cell, s))
+                for s in evaluation.m_test_sweep
+            }
         ev, reason = guarded(
             "evaluation", evaluate, res, inst, evaluation, eval_rng, val_rng, m, sweep, loss, error
         )
@@ -657,7 +795,7 @@ def finish(
     row.update(ev)
     row.update(_cost_columns(p, res, ev, inst, evaluation, m))
     n_est = evaluation.n_estimated(len(inst.data.y_test))
-    row.update(reference_losses(inst.data, n_est, loss, error))
+    row.update(inst.references(n_est, loss, error))
     if res.predictor is not None:  # None: the pass raised
         diag, why = guarded("diagnostics", diagnostics, p, evaluation.regret_B, res, inst)
         row.update(diag or {})
@@ -675,6 +813,17 @@ def finish(
     if res.timed_out:  # the limit it ran under: a resume under a higher one runs it again
         record["timeout_s"] = exp.limits.cell_timeout_s
     return record
+
+
+def _draws(res: FitResult) -> bool:
+    """Whether :func:`evaluate` draws Algorithm-2 samples for ``res``: a pass that did not
+    diverge and returned a kernel expansion (it has ``predict_estimated``: estimated where the
+    map has no closed form, and for the ``m_test_sweep`` columns) or an averaged predictor (the
+    estimated test and validation losses). Any other predictor (a feature expansion, a
+    learner's own kind) draws nothing, so its generators are not made."""
+    if res.diverged:
+        return False
+    return res.averaged is not None or hasattr(res.predictor, "predict_estimated")
 
 
 def _cost_columns(
@@ -722,23 +871,26 @@ def _row_head(exp: Experiment, p: CellPlan, inst: Instance) -> dict:
         loss=loss_of(cell).name,
         setting=",".join(f"{k}={v}" for k, v in cell.hyper.items() if v is not None),
     )
-    row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_columns()})
+    hyper_cols, size_cols = inst.columns()
+    row.update({k: args.get(k, cell.hyper.get(k)) for k in hyper_cols})
     row.update(
         dsgd_k=cell.per_round,  # the column keeps the YAML key's name
         budget_match=budget.match if budget else None,
         budget_target=budget.target if budget else None,
     )
-    row.update({k: args.get(k) for k in size_columns()})
+    row.update({k: args.get(k) for k in size_cols})
     return row
 
 
 def _curve(p: CellPlan, res: FitResult, n_points: int) -> dict:
     """The running mean of the online loss at :func:`curve_points` (and the spec's own curve
     columns)."""
-    t = curve_points(p.T, n_points)
-    t = t[t <= len(res.losses)]
+    t, rounds = _curve_rounds(p.T, n_points)
+    if len(res.losses) < p.T:  # a pass that stopped early: the rounds it played
+        t = t[t <= len(res.losses)]
+        rounds = t.tolist()
     running = np.cumsum(res.losses)[t - 1] / t
-    curve = {"t": t.tolist(), "online_loss": running.tolist()}
+    curve = {"t": list(rounds), "online_loss": running.tolist()}
     if p.spec.curve is not None and res.predictor is not None:
         curve.update(p.spec.curve(res, t))
     return curve

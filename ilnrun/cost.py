@@ -741,6 +741,7 @@ def check(
     ``limits.max_memory_gb`` (default 80% of this machine's memory). The message names the
     stage that dominates the largest cell and the key that shrinks it (``--jobs`` when the
     largest cell fits alone). Returns the schedule (``None`` when refused or without cells)."""
+    est = estimates(work) if est is None else est  # made once for every question below
     largest = largest_cell(work, est)
     worst = largest["estimate"]
     if worst is None:

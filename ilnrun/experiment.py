@@ -465,7 +465,9 @@ def _run_locked(
             "leaves the linked file as it was",
             file=sys.stderr,
         )
-    done = log.read(repair=True, digests={c.id: C.record_digest(cfg, c) for c in all_cells})
+    # each cell's record digest, to check the records read back (none to read: a fresh log)
+    digests = {c.id: C.record_digest(cfg, c) for c in all_cells} if log.has_lines() else {}
+    done = log.read(repair=True, digests=digests)
     fill_added_settings(done, all_cells)
     log.vouch()  # the log as read (a torn tail cut off), unless edited since it was recorded
     late = rerun_timed_out(done, cfg.limits.cell_timeout_s, stored_timeout(stored or {}))

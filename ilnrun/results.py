@@ -221,6 +221,12 @@ def content_entry(data: bytes) -> dict:
 def file_entry(path: Path) -> dict:
     """:func:`content_entry` of the file ``path`` as it is now (read in chunks; an absent file
     is empty)."""
+    return _entry(*_hash_file(path))
+
+
+def _hash_file(path: Path) -> tuple:
+    """``(SHA-256 object, size)`` of the file ``path`` as it is now (an absent file is empty);
+    the object can go on hashing what is appended after."""
     h, size = hashlib.sha256(), 0
     try:
         with open(path, "rb") as fh:
@@ -229,6 +235,11 @@ def file_entry(path: Path) -> dict:
                 size += len(chunk)
     except FileNotFoundError:
         pass
+    return h, size
+
+
+def _entry(h, size: int) -> dict:
+    """The manifest entry of content whose SHA-256 object is ``h`` and length ``size``."""
     return {"sha256": h.hexdigest(), "bytes": size}
 
 
@@ -293,10 +304,11 @@ def sweep_temporaries(directory: Path, names: list[str], min_age_s: float = 0.0)
     return removed
 
 
-def record_output(path: Path, data: bytes | None = None) -> None:
-    """Record ``path``'s name and the digest of its content (``data`` as just written, else the
-    file as it is now) in the manifest of its directory when that directory is ilnrun's (a
-    directory without a manifest, or with a broken one, is left alone)."""
+def record_output(path: Path, data: bytes | None = None, entry: dict | None = None) -> None:
+    """Record ``path``'s name and the digest of its content (``data`` as just written, or its
+    manifest ``entry`` where the caller has it, else the file as it is now) in the manifest of
+    its directory when that directory is ilnrun's (a directory without a manifest, or with a
+    broken one, is left alone)."""
     path = Path(path)
     try:
         written = read_written(path.parent)
@@ -304,7 +316,8 @@ def record_output(path: Path, data: bytes | None = None) -> None:
         return
     if written is None:
         return
-    entry = content_entry(data) if data is not None else file_entry(path)
+    if entry is None:
+        entry = content_entry(data) if data is not None else file_entry(path)
     if path.name not in written or written[path.name] != entry:
         write_manifest(path.parent, {**written, path.name: entry})
 
@@ -330,6 +343,10 @@ class CellLog:
         self.altered_ids: set[str] = set()
         self.ignored = 0
         self.left_out = 0
+        # the log as this process knows it since it last vouched for it: the manifest entry it
+        # recorded then, and the SHA-256 object and length of that content plus every line it
+        # appended since (None: unknown)
+        self._known: tuple[dict, object, int] | None = None
 
     def read(self, repair: bool = False, digests: dict[str, str] | None = None) -> dict[str, dict]:
         """Records by cell id (a later record of a cell replaces an earlier one). A torn last
@@ -342,6 +359,7 @@ class CellLog:
         records whose id is a key and whose ``digest`` matches are returned; the others are
         counted in ``ignored`` (another digest) or ``left_out`` (another id)."""
         out: dict[str, dict] = {}
+        self._known = None  # a repair rewrites the log: known again from the next vouch
         self.corrupt = self.altered = self.unsigned = self.ignored = self.left_out = 0
         self.altered_ids = set()
         altered: list[tuple[str, bool]] = []  # (cell id, whether the record lacks a digest)
@@ -391,6 +409,13 @@ class CellLog:
             write_atomic_bytes(self.path, kept)
         return out
 
+    def has_lines(self) -> bool:
+        """Whether the log exists and holds anything (a fresh run's does not)."""
+        try:
+            return os.lstat(self.path).st_size > 0
+        except FileNotFoundError:
+            return False
+
     def vouched_bytes(self) -> float:
         """How many leading bytes of the log its manifest vouches for, the only place where a
         record without a value digest (written by ilnrun 0.2.0 or earlier) is read: all of it
@@ -424,8 +449,23 @@ class CellLog:
         if written is None:
             return
         entry = written.get(CELL_LOG)
-        if entry is None or written_by_ilnrun(self.path, entry):
-            record_output(self.path)
+        h, size = _hash_file(self.path)
+        now = _entry(h, size)
+        if self._appended_only(entry, now) or entry is None or written_by_ilnrun(self.path, entry):
+            record_output(self.path, entry=now)
+            self._known = (now, h, size)
+        else:
+            self._known = None
+
+    def _appended_only(self, entry: dict | None, now: dict) -> bool:
+        """Whether the log is what this process last vouched for (the manifest still records
+        that ``entry``) plus exactly the records it appended since: its content now, ``now``,
+        is what the process knows it wrote. Then every line after the recorded content is a
+        record ilnrun appended, which :func:`written_by_ilnrun` would otherwise read back."""
+        known = self._known
+        if known is None or entry is None or entry != known[0]:
+            return False
+        return now == _entry(known[1], known[2])
 
     def detach(self) -> bool:
         """Give the log its own inode when a hard link shares it (a copy of the content,
@@ -447,17 +487,29 @@ class CellLog:
         ``write`` (a kill leaves it whole or torn, never interleaved). A log that a hard link
         shares is first detached (:meth:`detach`): ilnrun never writes into a file that also
         lives outside the results directory."""
-        line = (json.dumps(seal(record), allow_nan=True) + "\n").encode()
+        line = sealed_line(record)
         for _ in range(2):
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             try:
                 if os.fstat(fd).st_nlink <= 1:
-                    os.write(fd, line)
+                    n = os.write(fd, line)
+                    self._wrote(line, n)
                     return
             finally:
                 os.close(fd)
             self.detach()
         raise OSError(f"{self.path} keeps more than one hard link; ilnrun will not append to it")
+
+    def _wrote(self, line: bytes, n: int) -> None:
+        """Add the ``n`` bytes of ``line`` just appended to the content this process knows."""
+        if self._known is None:
+            return
+        if n != len(line):  # a short write: the log is no longer known
+            self._known = None
+            return
+        entry, h, size = self._known
+        h.update(line)
+        self._known = (entry, h, size + n)
 
 
 VALUES_KEY = "values_sha256"  # a record's digest of its own values (id, row, curve, digest, ...)
@@ -476,6 +528,42 @@ def seal(record: dict) -> dict:
     body = json.loads(json.dumps(record, allow_nan=True))
     body.pop(VALUES_KEY, None)
     return {**body, VALUES_KEY: values_digest(body)}
+
+
+def sealed_line(record: dict) -> bytes:
+    """The line of ``record`` in the log: ``json.dumps(seal(record))`` and a newline, in bytes.
+
+    For a record whose every mapping has string keys (every record a cell makes), its JSON
+    reads back as itself (numbers, strings, lists), so the round trip of :func:`seal` changes
+    no character: the line is then the record's JSON with the digest of its canonical JSON
+    appended as the last key — the same bytes from two ``json.dumps`` instead of three and a
+    ``json.loads``. Any other record is sealed as :func:`seal` does."""
+    if not record or VALUES_KEY in record or not _string_keys(record):
+        return (json.dumps(seal(record), allow_nan=True) + "\n").encode()
+    text = json.dumps(record, allow_nan=True)
+    canonical = json.dumps(record, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    value = hashlib.sha256(canonical.encode()).hexdigest()
+    return f'{text[:-1]}, "{VALUES_KEY}": "{value}"}}\n'.encode()
+
+
+_CONTAINERS = (dict, list, tuple)
+_LEAVES = frozenset((str, int, float, bool, type(None)))  # no container among their types
+_KEYS = frozenset((str,))
+
+
+def _string_keys(value: object) -> bool:
+    """Whether every mapping in ``value`` (nested in mappings, lists and tuples) has only
+    string keys: JSON turns other keys into strings, and ``sort_keys`` sorts them otherwise.
+    (A list of plain numbers and strings, a curve, is passed over by the types it holds.)"""
+    if isinstance(value, dict):
+        if not _KEYS.issuperset(map(type, value)):  # (a subclass of str: sealed as before)
+            return False
+        values = value.values()
+    else:
+        values = value
+    if _LEAVES.issuperset(map(type, values)):
+        return True
+    return all(_string_keys(v) for v in values if isinstance(v, _CONTAINERS))
 
 
 def values_verify(record: dict) -> bool:
@@ -604,42 +692,77 @@ def select(
     runs = runs.copy()
     modes = modes or {}
     both = "val_loss_estimated" in runs and runs["val_loss_estimated"].notna().any()
-    on = {mode: pd.Series(False, index=runs.index) for mode in ("exact", "estimated")}
-    selected = pd.Series(False, index=runs.index)
     failed = runs["diverged"] | runs["timed_out"]
-    for _, g in runs.assign(failed=failed).groupby(
-        group_columns(runs, dataset_keys), dropna=False, sort=False
-    ):
-        has_est = "val_loss_estimated" in g and g["val_loss_estimated"].notna().any()
-        exact = _best_setting(g, "val_loss")
-        # without an Algorithm-2 validation loss a group has no estimated selection of its own
-        est = _best_setting(g, "val_loss_estimated") if has_est else None
-        if exact is not None:
-            on["exact"][g.index[g["setting"] == exact]] = True
-        side = est if has_est else exact  # the side-by-side column: same as exact without one
-        if side is not None:
-            on["estimated"][g.index[g["setting"] == side]] = True
-        # the learner's own mode (an old results directory without the column: none selected)
-        best = est if modes.get(g["method"].iloc[0], "exact") == "estimated" else exact
-        if best is not None:
-            selected[g.index[g["setting"] == best]] = True
-    runs["selected"] = selected
+    gid = (
+        runs.groupby(group_columns(runs, dataset_keys), dropna=False, sort=False)
+        .ngroup()
+        .to_numpy()
+    )
+    groups = int(gid.max()) + 1 if len(gid) else 0
+    exact = _best_settings(runs, gid, failed, "val_loss", groups)
+    # without an Algorithm-2 validation loss a group has no estimated selection of its own
+    has_est = np.zeros(groups, dtype=bool)
+    est = np.full(groups, None, dtype=object)
+    if "val_loss_estimated" in runs:
+        has_est = (
+            runs["val_loss_estimated"]
+            .notna()
+            .groupby(gid)
+            .any()
+            .reindex(range(groups), fill_value=False)
+            .to_numpy(dtype=bool)
+        )
+        est = _best_settings(runs, gid, failed, "val_loss_estimated", groups)
+        est[~has_est] = None
+    side = np.where(has_est, est, exact)  # the side-by-side column: exact's without one
+    # the learner's own mode (an old results directory without the column: none selected)
+    first_row = np.unique(gid, return_index=True)[1]
+    method = runs["method"].to_numpy(dtype=object)[first_row]
+    own = np.array([modes.get(m, "exact") == "estimated" for m in method], dtype=bool)
+    best = np.where(own, est, exact)
+    setting = runs["setting"].to_numpy(dtype=object)
+    runs["selected"] = _marks(setting, best[gid], runs.index)
     if both:
-        runs["selected_exact"] = on["exact"]
-        runs["selected_estimated"] = on["estimated"]
+        runs["selected_exact"] = _marks(setting, exact[gid], runs.index)
+        runs["selected_estimated"] = _marks(setting, side[gid], runs.index)
     return runs
 
 
-def _best_setting(g: pd.DataFrame, column: str) -> str | None:
-    """The setting of group ``g`` with the lowest mean ``column`` over repetitions (ties: grid
-    order), among those without a failed repetition; ``None`` when none is left."""
-    per = g.groupby("setting", sort=False).agg(
-        val=(column, "mean"), failed=("failed", "any"), first=("cell_index", "min")
+def _marks(setting: np.ndarray, chosen: np.ndarray, index: pd.Index) -> pd.Series:
+    """Rows whose setting is their group's ``chosen`` one (``None``: no row of the group)."""
+    return pd.Series(
+        np.array(
+            [c is not None and s == c for s, c in zip(setting, chosen, strict=True)], dtype=bool
+        ),
+        index=index,
     )
-    ok = per[~per["failed"] & np.isfinite(per["val"])]
-    if ok.empty:
-        return None
-    return ok.sort_values(["val", "first"]).index[0]
+
+
+def _best_settings(
+    runs: pd.DataFrame, gid: np.ndarray, failed: pd.Series, column: str, groups: int
+) -> np.ndarray:
+    """Per group (numbered ``gid``, ``groups`` of them) the setting with the lowest mean
+    ``column`` over repetitions (ties: grid order, the lowest ``cell_index``), among those
+    without a failed repetition; ``None`` where none is left. The means are pandas' grouped
+    means of the group's rows of a setting in row order, as per group."""
+    frame = pd.DataFrame(
+        {
+            "gid": gid,
+            "setting": runs["setting"].to_numpy(),
+            "val": runs[column],
+            "failed": failed,
+            "first": runs["cell_index"],
+        },
+        index=runs.index,
+    )
+    per = frame.groupby(["gid", "setting"], sort=False).agg(
+        val=("val", "mean"), failed=("failed", "any"), first=("first", "min")
+    )
+    ok = per[~per["failed"] & np.isfinite(per["val"])].reset_index()
+    ok = ok.sort_values(["val", "first"], kind="stable").drop_duplicates("gid")
+    out = np.full(groups, None, dtype=object)
+    out[ok["gid"].to_numpy(dtype=int)] = ok["setting"].to_numpy(dtype=object)
+    return out
 
 
 def summarize(runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
@@ -736,16 +859,37 @@ def build_tables(
     for r in recs:
         if r["id"] not in sel_ids:
             continue
-        c = pd.DataFrame(r["curve"])
-        for col in reversed(id_cols):
-            c.insert(0, col, r["row"][col])
-        parts.append(c)
-    curves = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
-    )
+        parts.append(_curve_frame(r, id_cols))
+    curves = _concat_runs(parts) if parts else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
     return runs.drop(columns=["cell_index"]), summary, curves
+
+
+def _concat_runs(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(parts, ignore_index=True)``, with the runs of consecutive frames that have
+    the same columns joined first: joining frames whose columns differ (a learner's own curve
+    column, missing from the others' frames) costs per frame, so it is done once per run. The
+    columns and their types are concat's (a column missing from some frames is filled as it
+    would be)."""
+    runs: list[pd.DataFrame] = []
+    start = 0
+    for i in range(1, len(parts) + 1):
+        if i == len(parts) or not parts[i].columns.equals(parts[start].columns):
+            runs.append(pd.concat(parts[start:i], ignore_index=True))
+            start = i
+    return runs[0] if len(runs) == 1 else pd.concat(runs, ignore_index=True)
+
+
+def _curve_frame(record: dict, id_cols: list[str]) -> pd.DataFrame:
+    """A record's learning curve with its identifying columns first (each the row's value on
+    every point): one frame built at once, the columns and types of the curve's frame with the
+    columns inserted in front one by one (a scalar column is typed as ``insert`` types it)."""
+    curve = record["curve"]
+    if not curve.get("t") or any(col in curve for col in id_cols):
+        c = pd.DataFrame(curve)
+        for col in reversed(id_cols):
+            c.insert(0, col, record["row"][col])
+        return c
+    return pd.DataFrame({**{col: record["row"][col] for col in id_cols}, **curve})
 
 
 def write_tables(

@@ -162,8 +162,11 @@ def test_cells_run_alone_in_the_parent_give_the_same_rows(tmp_path, machine, mon
     alone = resources.schedule(Workload.of(exp), 2, C.cells(exp)).one_at_a_time
     assert alone == {i for i, w in sizes.items() if w == big} and len(alone) == 4
     in_parent: list[str] = []
-    run_cell = local.run_cell
+    run_cell, run_cells = local.run_cell, local.run_cells
     monkeypatch.setattr(local, "run_cell", lambda e, c: in_parent.append(c.id) or run_cell(e, c))
+    monkeypatch.setattr(
+        local, "run_cells", lambda e, cs: in_parent.extend(c.id for c in cs) or run_cells(e, cs)
+    )
     two = api.run_experiment(cfg, out=tmp_path / "two", jobs=2)
     assert alone <= set(in_parent) and len(in_parent) < len(sizes)  # the others in workers
     one = api.run_experiment(cfg, out=tmp_path / "one", jobs=1)

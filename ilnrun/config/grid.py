@@ -37,14 +37,18 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
-    """``SeedSequence(root, spawn_key=H(key))`` with ``H`` the first 128 bits of SHA-256 of the
-    key's canonical JSON: a cell's (or a dataset instance's) randomness depends on nothing but
-    the root seed and its key — not on workers, backend or order."""
+def spawn_key(key: dict) -> tuple[int, ...]:
+    """``H(key)``: the first 128 bits of SHA-256 of the key's canonical JSON, as four 32-bit
+    integers (the ``spawn_key`` of :func:`seed_sequence`)."""
     h = digest(key)
-    return np.random.SeedSequence(
-        root, spawn_key=tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
-    )
+    return tuple(int(h[i : i + 8], 16) for i in range(0, 32, 8))
+
+
+def seed_sequence(root: int, key: dict) -> np.random.SeedSequence:
+    """``SeedSequence(root, spawn_key=H(key))`` (:func:`spawn_key`): a cell's (or a dataset
+    instance's) randomness depends on nothing but the root seed and its key — not on workers,
+    backend or order."""
+    return np.random.SeedSequence(root, spawn_key=spawn_key(key))
 
 
 def as_list(v: Any) -> list:
@@ -71,7 +75,8 @@ class Cell:
 
     @property
     def key(self) -> dict:
-        """What identifies the cell (and seeds it)."""
+        """What identifies the cell (and seeds it). Not kept on the cell: a run's process holds
+        every cell, and needs only their :attr:`id` (kept)."""
         hyper = key_part(LEARNERS[self.method].params, self.hyper)
         # the budget's entry keeps the YAML key's name: cell identities never move
         return {**self.data_key, "method": self.method, "hyper": hyper, "dsgd_k": self.per_round}
@@ -86,6 +91,15 @@ class Cell:
         if not SEED_FREE & key["hyper"].keys():
             return key
         return {**key, "hyper": {k: v for k, v in key["hyper"].items() if k not in SEED_FREE}}
+
+    @cached_property
+    def seed_spawn_key(self) -> tuple[int, ...]:
+        """``H(seed_key)`` (:func:`spawn_key`): the cell's seed sequence is
+        ``SeedSequence(root, spawn_key=seed_spawn_key)`` for every root seed, and its ``i``-th
+        child ``SeedSequence(root, spawn_key=(*seed_spawn_key, i))`` (what ``spawn`` makes), so
+        the digest is taken once per cell, not once per seed (:func:`ilnrun.cell.seeds`; kept:
+        four integers)."""
+        return spawn_key(self.seed_key)
 
     @cached_property
     def id(self) -> str:
@@ -104,18 +118,48 @@ def record_digest(exp: Experiment, cell: Cell) -> str:
     """Digest of everything that determines a cell's numbers: its key, the root seed, the
     feature map, the budget convention, the evaluation settings that change numbers (not
     ``select_on``) and the engine. A logged record
-    whose digest differs belongs to another config and is never resumed."""
-    return digest(
-        {
-            "key": cell.key,
-            "seed": exp.seed,
-            "feature_map": exp.feature_map.as_dict(),
-            "match": exp.budget.match,
-            "evaluation": exp.evaluation.numbers(),
-            "data": _files_by_content(exp, _without_added(cell.data)),
-            "engine": exp.engine if exp.engine == "numpy" else f"{exp.engine}/{JAX_STREAMS}",
-        }
+    whose digest differs belongs to another config and is never resumed.
+
+    It is :func:`digest` of ``{"key": cell.key, "seed": ..., "feature_map": ..., "match": ...,
+    "evaluation": ..., "data": ..., "engine": ...}``; the canonical JSON of that mapping is
+    put together from the JSON of its entries (sorted keys nest: the same text), the entries
+    that are the experiment's (:func:`_digest_frame`) rendered once per experiment."""
+    middle, tail = _digest_frame(exp)
+    data = _files_by_content(exp, _without_added(cell.data))
+    text = (
+        '{"data": '
+        + json.dumps(data, sort_keys=True)
+        + middle
+        + json.dumps(cell.key, sort_keys=True)
+        + tail
     )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_FRAME: tuple = (None, ("", ""))  # (experiment, its frame): the last one's, see _digest_frame
+
+
+def _digest_frame(exp: Experiment) -> tuple[str, str]:
+    """The JSON of the entries of :func:`record_digest`'s mapping that are the experiment's, in
+    sorted key order around the cell's: ``(', "engine": ..., "evaluation": ...,
+    "feature_map": ..., "key": ', ', "match": ..., "seed": ...}')`` (kept for the last
+    experiment asked about: an experiment is never changed)."""
+    global _FRAME
+    last, frame = _FRAME  # one read: a thread that replaces it replaces the pair
+    if last is exp:
+        return frame
+
+    def js(v: Any) -> str:
+        return json.dumps(v, sort_keys=True)
+
+    engine = exp.engine if exp.engine == "numpy" else f"{exp.engine}/{JAX_STREAMS}"
+    middle = (
+        f', "engine": {js(engine)}, "evaluation": {js(exp.evaluation.numbers())}, '
+        f'"feature_map": {js(exp.feature_map.as_dict())}, "key": '
+    )
+    tail = f', "match": {js(exp.budget.match)}, "seed": {js(exp.seed)}}}'
+    _FRAME = (exp, (middle, tail))
+    return middle, tail
 
 
 def _without_added(setting: dict) -> dict:

@@ -12,7 +12,9 @@ worker processes (docs/architecture.md §3).
 - Tasks: a worker task runs a few consecutive cells of one dataset instance (:func:`chunks`: at
   most ``CHUNK_ROUNDS`` training rounds in all, so ``CHUNK_ROUNDS / T`` cells of ``T`` rounds;
   one cell per task from ``T >= CHUNK_ROUNDS / 2``), which pays the dispatch (pickling, a
-  round trip to the worker) once for the chunk instead of per cell.
+  round trip to the worker) once for the chunk instead of per cell. ``average`` twins (cells
+  that differ only in ``average``) stay in one task of two cells or more: they make one pass
+  (:func:`ilnrun.cell.run_cells`).
 - Every finished record goes to ``on_record`` in the parent the moment its task returns (which
   appends it to ``cells.jsonl``, :mod:`ilnrun.results`), so an interrupted run resumes where it
   stopped; a kill loses at most the chunks being run.
@@ -36,7 +38,7 @@ import threading
 import time
 import warnings
 
-from ..cell import forget_instances, run_cell
+from ..cell import forget_instances, run_cell, run_cells, twins
 from ..config import Cell, Experiment
 from ..numeric_env import one_thread
 from ..threads import threads_per_cell
@@ -133,11 +135,12 @@ def worker_cell(exp: Experiment, cell: Cell, watch_parent: int | None = None) ->
 
 
 def worker_cells(exp: Experiment, cells: list[Cell], watch_parent: int | None = None) -> list[dict]:
-    """:func:`worker_cell` for several cells in one task: their records, in order."""
+    """:func:`worker_cell` for several cells in one task: their records, in order
+    (:func:`~ilnrun.cell.run_cells`: ``average`` twins from one pass)."""
     if watch_parent is not None:
         _watch_parent(watch_parent)
     with one_thread():
-        return [run_cell(exp, c) for c in cells]
+        return list(run_cells(exp, cells))
 
 
 def _rounds(cell: Cell) -> int:
@@ -149,7 +152,9 @@ def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
     """``pending`` cut into worker tasks, in order: runs of consecutive cells of one dataset
     instance (same ``data_key``), each at most ``CHUNK_ROUNDS // T`` cells (at least one), and
     at most ``len(pending) / (4 jobs)`` cells so that a short run still keeps every worker busy
-    to its end."""
+    to its end. A task of two cells or more never ends between two ``average`` twins
+    (:func:`~ilnrun.cell.twins`, which :func:`~ilnrun.cell.run_cells` runs from one pass): the
+    first of them starts the next task instead."""
     cap = max(1, len(pending) // (4 * max(1, jobs)))
     out: list[list[Cell]] = []
     key = None
@@ -158,6 +163,8 @@ def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
         size = max(1, min(cap, CHUNK_ROUNDS // _rounds(c)))
         if out and k == key and len(out[-1]) < size:
             out[-1].append(c)
+        elif out and k == key and len(out[-1]) >= 2 and twins(out[-1][-1], c):
+            out.append([out[-1].pop(), c])
         else:
             out.append([c])
             key = k
@@ -184,8 +191,8 @@ def run_alone(exp: Experiment, pending: list[Cell], ids: frozenset[str], on_reco
     return the others."""
     alone = [c for c in pending if c.id in ids]
     with one_thread():
-        for c in alone:
-            on_record(run_cell(exp, c))
+        for rec in run_cells(exp, alone):
+            on_record(rec)
     return [c for c in pending if c.id not in ids]
 
 
@@ -221,8 +228,8 @@ def execute_local(
         return
     if jobs == 1 and backend == "loky":
         with one_thread():
-            for c in pending:
-                on_record(run_cell(exp, c))
+            for rec in run_cells(exp, pending):
+                on_record(rec)
         return
     watch = backend == "loky"
     parent = os.getpid() if watch else None

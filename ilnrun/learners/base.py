@@ -392,6 +392,12 @@ class FitResult:
     ``losses[t] = 0.5 (yhat_t - y_t)^2`` for the rounds played (shorter than ``T`` if the pass
     stopped on divergence or on its time limit); ``counters`` holds ``train_evals``,
     ``features_sampled``, ``kernel_evals`` and ``shrinks`` counted inside the learner's loop.
+
+    ``final``: a pass run with ``average`` may also keep the final iterate's predictor, the one
+    it returns without ``average`` (the same pass: ``average`` chooses the predictor, not the
+    draws or the rounds; :data:`SEED_FREE`); :meth:`without_average` is then the result of the
+    ``average: false`` pass, so that a run evaluates both settings from one pass
+    (:func:`ilnrun.cell.run_cells`). ``None`` where the pass does not keep it.
     """
 
     predictor: KernelExpansion | FeatureExpansion
@@ -401,6 +407,25 @@ class FitResult:
     timed_out: bool = False
     averaged: KernelExpansion | None = None
     extras: dict = field(default_factory=dict)
+    final: KernelExpansion | FeatureExpansion | None = None
+
+    def without_average(self) -> FitResult:
+        """The result of the same pass without ``average`` (its predictor :attr:`final`), with
+        predictors of its own (their ``costs`` count its own predictions) and its own counters
+        and extras; ``ValueError`` where the pass kept no final predictor."""
+        if self.final is None:
+            raise ValueError("the pass kept no final predictor")
+        averaged = self.averaged
+        if averaged is not None:
+            averaged = dataclasses.replace(averaged, costs=new_costs())
+        return dataclasses.replace(
+            self,
+            predictor=dataclasses.replace(self.final, costs=new_costs()),
+            counters=dict(self.counters),
+            averaged=averaged,
+            extras=dict(self.extras),
+            final=None,
+        )
 
 
 def new_counters() -> dict[str, int]:

@@ -214,10 +214,13 @@ def fit_compiled(
     counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))
     n_feat = hp.k * (t - diverged)
     coef = float(state[0]) * c[:n_feat]
-    if hp.average:
+    W = kernels.joined(W, b, kind, n_feat)
+    final = None
+    if hp.average:  # the final predictor kept too (FitResult.final)
+        final = FeatureExpansion(W, coef, fmap)
         coef = averaged_coef(appended[:n_feat], etas, hp.nu, hp.k, t)
-    predictor = FeatureExpansion(kernels.joined(W, b, kind, n_feat), coef, fmap)
-    return FitResult(predictor, losses[:t], counters, diverged, timed_out)
+    predictor = FeatureExpansion(W, coef, fmap)
+    return FitResult(predictor, losses[:t], counters, diverged, timed_out, final=final)
 
 
 @Settings.takes
@@ -278,8 +281,10 @@ def fit_numpy(
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     n_feat = hp.k * (len(run.losses) - run.diverged)
     coef = s * c[:n_feat]
-    if hp.average:
+    if hp.average:  # the final predictor kept too (FitResult.final)
+        final = FeatureExpansion(W[:n_feat], coef, fmap)
         coef = averaged_coef(appended[:n_feat], gammas, hp.nu, hp.k, len(run.losses))
+        return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters, final=final)
     return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
 
 
@@ -391,8 +396,10 @@ def fit_batched(
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
     n_feat = hp.k * (played - run.diverged)
     coef = scale * c[:n_feat]
-    if hp.average:
+    if hp.average:  # the final predictor kept too (FitResult.final)
+        final = FeatureExpansion(W[:n_feat], coef, fmap)
         coef = averaged_coef(appended[:n_feat], gammas, hp.nu, hp.k, played)
+        return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters, final=final)
     return run.result(FeatureExpansion(W[:n_feat], coef, fmap), counters)
 
 

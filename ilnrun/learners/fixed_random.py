@@ -155,6 +155,7 @@ def fit_compiled(
     yv = np.ascontiguousarray(y, dtype=float)
     kind = kernels.kind_of(fmap)
     W = fmap.sample(rng, hp.r)
+    final = None
     Ws, b = kernels.split(W, kind, fmap)
     inv_sqrt_r = 1.0 / math.sqrt(hp.r)
     z, losses = np.empty(hp.r), np.empty(T)
@@ -183,12 +184,13 @@ def fit_compiled(
             ),
             lambda: bool(counts[1]),
         )  # fmt: skip
-        if hp.average:
+        if hp.average:  # the final predictor kept too (FitResult.final)
+            final = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
             beta = bsum / t
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=len(W))
     predictor = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
-    return FitResult(predictor, losses[:t], counters, bool(counts[1]), timed_out)
+    return FitResult(predictor, losses[:t], counters, bool(counts[1]), timed_out, final=final)
 
 
 class _RidgeState:
@@ -252,11 +254,13 @@ def fit_numpy(
             beta *= 1.0 - etas[t] * hp.lam
         z *= etas[t] * run.gradient(t, yhat)  # l'(yhat, y_t): yhat - y_t for the square loss
         beta -= z
-    if hp.average:
+    final = None
+    if hp.average:  # the final predictor kept too (FitResult.final)
+        final = FeatureExpansion(W, beta * inv_sqrt_r, fmap)
         beta = bsum / len(run.losses)
     counters = new_counters()
     counters.update(train_evals=train_evals, features_sampled=features_sampled)
-    return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters)
+    return run.result(FeatureExpansion(W, beta * inv_sqrt_r, fmap), counters, final=final)
 
 
 @Settings.takes

@@ -137,8 +137,10 @@ def fit(
                 v /= 4.0
             counters["shrinks"] += 1
     n = len(run.losses)
-    if hp.average and n:
+    if hp.average and n:  # the final predictor kept too (FitResult.final)
+        final = KernelExpansion(alpha[:n])
         alpha = appended[:n] * iterate_weights(factors[: n - 1])
+        return run.result(KernelExpansion(alpha[:n]), counters, final=final)
     return run.result(KernelExpansion(alpha[:n]), counters)
 
 

@@ -474,11 +474,13 @@ def _result(
     after a compiled pass) and, for diagnostics (Lemma 5, exact regret; not used by the
     algorithm), ``alpha_l1``, ``alpha_new`` and ``shrinks_before``. The returned averaged
     predictor is its own :class:`KernelExpansion` (the same coefficients as ``averaged``), so
-    that the predictions of each are counted once (``costs``)."""
+    that the predictions of each are counted once (``costs``). With ``average`` the final
+    predictor is kept as well (``FitResult.final``: the pass's result without ``average``)."""
     averaged = KernelExpansion(alpha_new * average_weights(shrinks_before, compiled))
     predictor = KernelExpansion(averaged.alpha if average else alpha)
     extras = {"alpha_l1": alpha_l1, "alpha_new": alpha_new, "shrinks_before": shrinks_before}
-    return FitResult(predictor, losses, counters, diverged, timed_out, averaged, extras)
+    final = KernelExpansion(alpha) if average else None
+    return FitResult(predictor, losses, counters, diverged, timed_out, averaged, extras, final)
 
 
 def average_weights(K: np.ndarray, compiled: bool = False) -> np.ndarray:
