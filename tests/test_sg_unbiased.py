@@ -221,7 +221,12 @@ def test_the_square_loss_pass_is_unchanged():
     assert a.counters == b.counters and "taylor_copies" not in a.counters
 
 
-def test_compiled_leaves_the_logistic_loss_to_numpy(capsys):
+def test_compiled_leaves_the_logistic_loss_to_numpy(capsys, monkeypatch):
+    from ilnrun.learners import shrinking_gradient_kernels as kernels
+
+    # the note is printed once a process (and its workers): forget the notes of earlier tests
+    monkeypatch.setattr(kernels, "_NOTED", set())
+    monkeypatch.delenv(kernels.NOTED_ENV, raising=False)
     d = toy_pm1(np.random.default_rng(0), D=4, T=60, n_val=5, n_test=5, flip=0.1)
     fmap = build_feature_map({"kind": "relu"}, d.X_train)
     kw = dict(eta=0.3, m=20, loss="logistic")

@@ -75,6 +75,7 @@ def test_a_toy_loss_through_validate_run_report_and_the_engines(monkeypatch, tmp
     toy_plugins.register(monkeypatch.setitem)
     monkeypatch.setitem(DATASETS, PM1.name, PM1)
     monkeypatch.setattr(kernels, "_NOTED", set())  # the note is printed once a process
+    monkeypatch.delenv(kernels.NOTED_ENV, raising=False)  # ... and its workers
     name = toy_plugins.LOSS.name
     cfg = _toy_loss_config()
     path = write_config(tmp_path / "loss.yaml", cfg)
