@@ -503,7 +503,7 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     time and memory per cell, the cell count and the estimated size of the largest cell."""
     from . import config as C
     from . import cost
-    from .budget import derive, setting_size
+    from .budget import derive
     from .learners import LEARNERS
 
     cfg = _load(config_path, overrides)
@@ -536,31 +536,8 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
     for T in Ts:
         for k in per_round:
             b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
-            # each setting's own size (Doubly SGD's batch, Shrinking Gradient's Taylor copies
-            # change what a unit spends: budget.setting_size), by learner
-            taken: dict[str, dict[int, list[dict]]] = {}
-            for method, hyper in own:
-                size = setting_size(b, method, hyper)
-                taken.setdefault(method, {}).setdefault(size, []).append(hyper)
-            # a learner whose settings all take one size is shown with it, else with the budget's
-            shown = {
-                m: next(iter(taken[m]))
-                if len(taken.get(m, ())) == 1
-                else b.size(LEARNERS[m].budget.name)
-                for m in budgeted
-            }
-            sizes = ", ".join(f"{LEARNERS[m].budget.name}={shown[m]} ({m})" for m in budgeted)
-            click.echo(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
-            # the settings whose size is not the budget's: one line per learner and size, with
-            # the values its settings share, and why (BudgetSize.setting_doc)
-            for method, by_size in taken.items():
-                budget_size = LEARNERS[method].budget
-                for size, hypers in by_size.items():
-                    if size != b.size(budget_size.name):
-                        why = f": {budget_size.setting_doc}" if budget_size.setting_doc else ""
-                        click.echo(
-                            f"#     {budget_size.name}={size} ({method}{_shared(hypers)}){why}"
-                        )
+            for line in _budget_lines(b, T, k, budgeted, own):
+                click.echo(line)
     for name, params in cfg.methods.items():
         notes = LEARNERS[name].notes
         if notes is not None:
@@ -570,6 +547,38 @@ def validate(config_path: str, jobs: int, overrides: tuple[str, ...]) -> None:
         click.echo(f"# {line}")
     for line in cost.summary_lines(work, jobs, cells, est):
         click.echo(f"# {line}")
+
+
+def _budget_lines(
+    b, T: int, k: int, budgeted: list[str], settings: list[tuple[str, dict]]
+) -> list[str]:
+    """``ilnrun validate``'s derived-budget lines of matched budget ``b`` (``T`` rounds, Doubly
+    SGD's ``k``): each budgeted learner's size, then each size a setting takes of its own
+    (Doubly SGD's batch, Shrinking Gradient's Taylor copies change what a unit spends:
+    :func:`ilnrun.budget.setting_size`), one line per learner and size, with the values its
+    settings share and why (``BudgetSize.setting_doc``). ``settings``: the ``(learner,
+    setting)`` pairs of the budgeted cells, each once."""
+    from .budget import setting_size
+    from .learners import LEARNERS
+
+    taken: dict[str, dict[int, list[dict]]] = {}
+    for method, hyper in settings:
+        size = setting_size(b, method, hyper)
+        taken.setdefault(method, {}).setdefault(size, []).append(hyper)
+    # a learner whose settings all take one size is shown with it, else with the budget's
+    shown = {
+        m: next(iter(taken[m])) if len(taken.get(m, ())) == 1 else b.size(LEARNERS[m].budget.name)
+        for m in budgeted
+    }
+    sizes = ", ".join(f"{LEARNERS[m].budget.name}={shown[m]} ({m})" for m in budgeted)
+    lines = [f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}"]
+    for method, by_size in taken.items():
+        budget_size = LEARNERS[method].budget
+        for size, hypers in by_size.items():
+            if size != b.size(budget_size.name):
+                why = f": {budget_size.setting_doc}" if budget_size.setting_doc else ""
+                lines.append(f"#     {budget_size.name}={size} ({method}{_shared(hypers)}){why}")
+    return lines
 
 
 def _shared(hypers: list[dict]) -> str:

@@ -119,13 +119,7 @@ def ratio_word(p: dict, subject: str = "SG") -> str:
     :data:`MIN_REPETITIONS`, else ``<subject> lower|higher (significant|not significant)``,
     significant when the Holm-adjusted p is below :data:`ALPHA`. The words are those of
     :func:`verdict_word`, so :func:`claim_verdict` collapses both alike."""
-    if not p["n"] or math.isnan(p["ratio"]):
-        return "no data"
-    if p["n"] < MIN_REPETITIONS:
-        return TOO_FEW
-    side = f"{subject} lower" if p["ratio"] < 1 else f"{subject} higher"
-    sig = p.get("p_holm", math.nan) < ALPHA
-    return f"{side} ({'significant' if sig else 'not significant'})"
+    return _paired_word(p, subject, p["ratio"], 1.0)
 
 
 def claim_verdict(words: list[str]) -> str:
@@ -346,11 +340,17 @@ def difference_word(p: dict, subject: str = "SG") -> str:
     """The per-setting word of a :func:`paired_error_difference` ``subject − other`` whose
     ``p_holm`` has been set: the words of :func:`ratio_word` (``lower`` when the mean difference
     is below 0), so :func:`claim_verdict` and :func:`counted_verdict` collapse both alike."""
-    if not p["n"] or math.isnan(p["mean"]):
+    return _paired_word(p, subject, p["mean"], 0.0)
+
+
+def _paired_word(p: dict, subject: str, value: float, even: float) -> str:
+    """The word of :func:`ratio_word` and :func:`difference_word`: ``value`` (the ratio, or the
+    mean difference) below ``even`` (1, or 0) is ``lower``."""
+    if not p["n"] or math.isnan(value):
         return "no data"
     if p["n"] < MIN_REPETITIONS:
         return TOO_FEW
-    side = f"{subject} lower" if p["mean"] < 0 else f"{subject} higher"
+    side = f"{subject} lower" if value < even else f"{subject} higher"
     sig = p.get("p_holm", math.nan) < ALPHA
     return f"{side} ({'significant' if sig else 'not significant'})"
 

@@ -55,11 +55,13 @@ def test_missing_config_file_exit_2(tmp_path):
 
 
 def _budget_lines_from_cells(cfg) -> list[str]:
-    """The derived-budget lines of ``ilnrun validate`` computed from every cell, one by one (the
-    reference for the lines validate reads from its estimates)."""
+    """The derived-budget lines of ``ilnrun validate`` from every cell, one by one: the budgets,
+    learners and settings read from the cells (validate reads them from its estimates), the
+    lines formed by validate's own ``_budget_lines``."""
     from ilnrun import config as C
     from ilnrun import cost
-    from ilnrun.budget import derive, setting_size
+    from ilnrun.budget import derive
+    from ilnrun.cli import _budget_lines
     from ilnrun.learners import LEARNERS
 
     cells = C.cells(cfg)
@@ -74,36 +76,12 @@ def _budget_lines_from_cells(cfg) -> list[str]:
     for T in Ts:
         for k in sorted({c.per_round for c in cells if c.per_round is not None}):
             b = derive(cfg.budget.match, k, T, sizes_of.get(T, 0))
+            # the settings from every cell, one by one (validate reads them from its estimates)
             seen: list = []
-            taken: dict[str, dict[int, list[dict]]] = {}
             for c in cells:
-                if c.per_round != k or c.data["T"] != T or (c.method, c.hyper) in seen:
-                    continue
-                seen.append((c.method, c.hyper))
-                own = setting_size(b, c.method, c.hyper)
-                taken.setdefault(c.method, {}).setdefault(own, []).append(c.hyper)
-            shown = {
-                m: next(iter(taken[m]))
-                if len(taken.get(m, ())) == 1
-                else b.size(LEARNERS[m].budget.name)
-                for m in budgeted
-            }
-            sizes = ", ".join(f"{LEARNERS[m].budget.name}={shown[m]} ({m})" for m in budgeted)
-            lines.append(f"#   T={T} dsgd_k={k}: {b.match} target {b.target:,}; {sizes}")
-            for method, by_size in taken.items():
-                size = LEARNERS[method].budget
-                for own, hypers in by_size.items():
-                    if own != b.size(size.name):
-                        first = hypers[0]
-                        common = [
-                            f"{p}={v}"
-                            for p, v in first.items()
-                            if v is not None and all(h.get(p) == v for h in hypers[1:])
-                        ]
-                        text = f": {', '.join(common)}" if common else ""
-                        text += f"; {len(hypers)} settings" if len(hypers) > 1 else ""
-                        why = f": {size.setting_doc}" if size.setting_doc else ""
-                        lines.append(f"#     {size.name}={own} ({method}{text}){why}")
+                if c.per_round == k and c.data["T"] == T and (c.method, c.hyper) not in seen:
+                    seen.append((c.method, c.hyper))
+            lines += _budget_lines(b, T, k, budgeted, seen)
     return lines
 
 

@@ -217,13 +217,7 @@ def error_tables(r: ReportData, head: list[str]) -> list[str]:
 def difference_cell(p: dict, other: str) -> str:
     """A paired error-rate difference's cell: ``-0.0351 [-0.061, -0.0092]``, with the
     repetitions left out because one side diverged."""
-    out = fmt_difference(p)
-    left = [
-        f"{n} rep. where {who} diverged left out"
-        for n, who in ((p.get("b_inf", 0), other), (p.get("a_inf", 0), "the proposed learner"))
-        if n
-    ]
-    return out + (f" ({'; '.join(left)})" if left else "")
+    return fmt_difference(p) + _left_out(p, other)
 
 
 def mode_text(r: ReportData, mode: str, subjects: str, ev: dict) -> str:
@@ -318,13 +312,17 @@ def family_text(r: ReportData) -> str:
 def ratio_cell(p: dict, other: str) -> str:
     """A paired ratio's cell: ``0.62× [0.55, 0.70]``, with the repetitions left out because one
     side diverged."""
-    out = fmt_ratio(p)
+    return fmt_ratio(p) + _left_out(p, other)
+
+
+def _left_out(p: dict, other: str) -> str:
+    """`` (n rep. where … diverged left out; …)`` of a paired cell, or ``''``."""
     left = [
         f"{n} rep. where {who} diverged left out"
         for n, who in ((p.get("b_inf", 0), other), (p.get("a_inf", 0), "the proposed learner"))
         if n
     ]
-    return out + (f" ({'; '.join(left)})" if left else "")
+    return f" ({'; '.join(left)})" if left else ""
 
 
 def p_text(p: float) -> str:
