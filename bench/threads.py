@@ -4,8 +4,14 @@ wall and CPU seconds, and whether the numbers are identical.
     python bench/threads.py [--T 100000] [--m 50000] [--threads 1 2]
 
 Coordinate features on clipped-Gaussian-like inputs (D = 800, 640 MB at T = 100 000), step size
-0.3 (inv_sqrt), BLAS on one thread as in every cell. The compiled kernels are compiled (or
-loaded from the cache) on a short pass first.
+0.3 (inv_sqrt), the native thread pools on one thread as in every cell
+(``numeric_env.one_thread``; the pass's threads are its own). The compiled kernels are compiled
+(or loaded from the cache) on a short pass first.
+
+Measured on 2 cores with nothing else running: 57.2 and 56.6 s on one thread, 34.3 and 34.2 s
+on two (x1.66), the same numbers (2026-11-27, AMD Zen 5). Under a BLAS left at two threads (a
+pin entered before scipy's BLAS was loaded), one pass's dot products spun a second core and two
+threads ran slower than one.
 """
 
 from __future__ import annotations
@@ -16,12 +22,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ilnrun.features import Coordinate  # noqa: E402
 from ilnrun.learners import shrinking_gradient as sg  # noqa: E402
+from ilnrun.numeric_env import one_thread  # noqa: E402
 
 D = 800
 
@@ -37,7 +43,7 @@ def main() -> None:
     y = np.tanh(X[:, :10].sum(axis=1) / 3.0)
     fmap, kw = Coordinate(D), dict(eta=0.3, m=args.m, schedule="inv_sqrt")
     results = {}
-    with threadpool_limits(1, user_api="blas"):
+    with one_thread():  # as a cell runs: every BLAS (scipy's, which np.dot calls, too) on one
         for n in args.threads:  # compile (or load) each variant on a short pass
             sg.fit_compiled(X[:300], y[:300], fmap, np.random.default_rng(1), threads=n, **kw)
         for n in args.threads:

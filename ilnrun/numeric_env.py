@@ -21,11 +21,12 @@ another order too. Hence two things, in one place:
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import sys
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,47 @@ def _controller() -> Any:
     return _CONTROLLER[1]
 
 
-def one_thread() -> Any:
+# the thread-count variables native libraries read when they load (OpenBLAS, OpenMP runtimes,
+# MKL, BLIS, Accelerate): set to 1 within :func:`one_thread` for a library first loaded there
+THREAD_VARIABLES = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+# the native libraries a cell's numbers go through, loaded before the pin: numpy's BLAS and
+# scipy's (numba's compiled np.dot and scipy.linalg call the latter)
+CELL_LIBRARIES = ("numpy", "scipy.linalg.cython_blas")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
     """A context in which every native thread pool (BLAS, OpenMP) runs one thread: what
     ``ilnrun run`` pins for every cell (entering it costs ~0.1 ms once the libraries are
-    listed)."""
-    return _controller().limit(limits=1)
+    listed).
+
+    threadpoolctl pins the libraries loaded when it is entered, so the libraries of
+    :data:`CELL_LIBRARIES` are loaded first (scipy's BLAS is otherwise loaded by the first
+    compiled pass, inside the pin: a dot product of more than 10 000 numbers was then split over
+    two threads and summed in another order). A library first loaded inside the context (an
+    OpenMP runtime that scikit-learn brings) reads :data:`THREAD_VARIABLES`, set to 1 there and
+    put back on leaving."""
+    for name in CELL_LIBRARIES:
+        if name not in sys.modules:
+            with suppress(ImportError):
+                importlib.import_module(name)
+    saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
+    try:
+        with _controller().limit(limits=1):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def blas_threads() -> int | None:

@@ -156,3 +156,45 @@ def test_history_keeps_one_entry_per_environment_that_computed_cells():
     assert [e["cells_done_before"] for e in h] == [0, 10] and changed == ["cpu: B -> A"]
     assert numeric_env.computed_under(h, 30) == [(h[0], 10), (h[1], 20)]
     assert numeric_env.computed_under("garbage", 3) == []
+
+
+PIN_PROBE = """
+import importlib, json, os, sys
+from ilnrun import numeric_env
+os.environ.pop("OMP_NUM_THREADS", None)
+with numeric_env.one_thread():
+    # what the passes import on their first cell, inside the pin: numba's kernels (whose np.dot
+    # calls scipy's BLAS) and scikit-learn's learners (an OpenMP runtime)
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    inside = {lib.filepath: lib.num_threads for lib in numeric_env._controller().lib_controllers}
+print(json.dumps({"inside": inside, "omp_after": os.environ.get("OMP_NUM_THREADS")}))
+"""
+
+
+def test_one_thread_pins_the_libraries_a_first_cell_loads():
+    """Every native library a cell's pass loads on its first call (numba's compiled ``np.dot``
+    loads scipy's BLAS; scikit-learn an OpenMP runtime) runs one thread inside ``one_thread``,
+    in a fresh process where none of them was loaded before. A dot product of more than 10 000
+    numbers on a two-thread BLAS is summed in another order: the numbers of a ``--jobs 1`` run
+    (cells pinned in the process) then differed from those of ``--jobs 2`` (workers pinned by
+    their environment). The thread variables are put back on leaving."""
+    import os
+    import subprocess
+    import sys
+
+    modules = [
+        "ilnrun.learners.shrinking_gradient_kernels",
+        "ilnrun.learners.random_feature_kernels",
+        "sklearn.kernel_approximation",
+        "sklearn.linear_model",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in numeric_env.THREAD_VARIABLES}
+    out = subprocess.run(
+        [sys.executable, "-c", PIN_PROBE, *modules], capture_output=True, text=True, env=env,
+        check=True, timeout=300,
+    )  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["inside"], "threadpoolctl listed no native library"
+    assert got["inside"] == dict.fromkeys(got["inside"], 1)
+    assert got["omp_after"] is None
