@@ -429,12 +429,11 @@ def cpu_pass(ec: EngineCell, cap: float) -> dict:
     CPU seconds allow for the two at the probe's rate, less a margin (later rounds cost more).
     ``points``: (rounds, CPU seconds) of the runs; the whole pass is the ``P`` rounds plus the
     rest at the rate of rounds ``P/2 .. P``. CPU seconds of this process, one thread."""
-    from threadpoolctl import threadpool_limits
-
     from ilnrun.cell import seeds
     from ilnrun.engines.jax_runner import TIMEOUT_CHUNK
     from ilnrun.learners import shrinking_gradient as sg
     from ilnrun.learners import shrinking_gradient_kernels as kernels
+    from ilnrun.numeric_env import one_thread
 
     compiled = kernels.available()
     fit = sg.fit_compiled if compiled else sg.fit_numpy
@@ -447,7 +446,7 @@ def cpu_pass(ec: EngineCell, cap: float) -> dict:
         res = fit(X[:P], y[:P], fmap, np.random.default_rng(fit_ss), **args)
         return time.process_time() - c0, time.perf_counter() - w0, res
 
-    with threadpool_limits(1, user_api="blas"):
+    with one_thread():  # native thread pools on one thread, as in every cell
         c0 = time.process_time()
         run(min(T, 64))  # compile (or load) the kernels outside the timing
         compile_s = time.process_time() - c0

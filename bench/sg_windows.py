@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from ilnrun.features import Coordinate  # noqa: E402
 from ilnrun.learners import shrinking_gradient as sg  # noqa: E402
 from ilnrun.learners import shrinking_gradient_kernels as kernels  # noqa: E402
+from ilnrun.numeric_env import one_thread  # noqa: E402
 from ilnrun.schedules import step_sizes  # noqa: E402
 
 D = 800
@@ -216,7 +216,7 @@ def main() -> None:
         return
     X, y = data(args.T)
     T, m = args.T, args.m
-    with threadpool_limits(1, user_api="blas"):
+    with one_thread():  # native thread pools on one thread, as in every cell
         new_pass(X[:300], y[:300], np.random.default_rng(1), m).rounds(0, 300)  # compiles
         rng = np.random.default_rng(1)
         st = new_pass(X, y, rng, m)
