@@ -575,8 +575,6 @@ def values_verify(record: dict) -> bool:
 
 MAX_RECORD_BYTES = 16 << 20  # one cells.jsonl line
 
-_SCALARS = (str, int, float, bool, type(None))
-
 
 # column -> accepted types of a record's row (a column absent from this table is not checked;
 # the first group must be present in every record)
@@ -641,6 +639,9 @@ def _row_ok(row: dict) -> bool:
 
 
 _ABSENT = object()
+# the exact types JSON reads back as (json.loads makes no subclass; a bool is not a number)
+_JSON_SCALARS = frozenset((str, int, float, bool, type(None)))
+_JSON_NUMBERS = frozenset((int, float))
 
 
 def _parse_record(line: bytes) -> dict | None:
@@ -658,16 +659,14 @@ def _parse_record(line: bytes) -> dict | None:
         and isinstance(rec.get("digest", ""), str)
         and isinstance(rec.get(VALUES_KEY, ""), str)
         and rec["row"].get("cell_id") == rec["id"]
-        and all(isinstance(v, _SCALARS) for v in rec["row"].values())
+        and _JSON_SCALARS.issuperset(map(type, rec["row"].values()))
         and _row_ok(rec["row"])
     ):
         return None
     curve = rec["curve"]
     lengths = set()
     for v in curve.values():
-        if not isinstance(v, list) or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
-        ):
+        if type(v) is not list or not _JSON_NUMBERS.issuperset(map(type, v)):
             return None
         lengths.add(len(v))
     if len(lengths) > 1 or "t" not in curve:
