@@ -668,14 +668,17 @@ def _setting_expected(m: int, T: int, h: Mapping) -> dict[str, int] | None:
 
 
 def _seconds(m: int, T: int, w: int, args: dict, kv: float) -> float:
-    """Rough seconds of a pass: ~25 us a round and, per evaluation and number of ``w``,
-    compiled ~2.5e-9 s, numpy ~6e-9 s (make bench, section 0; diamonds at T = 46 940: 37 s a
-    relu cell at k = 1; T = 4 000: 1.4 s at m = 2 000); a non-square loss's Taylor copies in
-    the evaluations (:func:`estimates_per_round`)."""
+    """Rough seconds of a pass: per round ~1 us compiled (~25 us numpy), and per evaluation and
+    number of ``w`` ~1.2e-9 s compiled (~6e-9 s numpy); a non-square loss's Taylor copies in
+    the evaluations (:func:`estimates_per_round`). Compiled, measured (CPU seconds, one core,
+    2026-11-27) against this model: coordinate features, D = 800: T = 200, m = 101: 0.3 ms
+    (model 0.4); T = 2 000, m = 1 000: 20 ms (24); T = 20 000, m = 10 000: 2.0 s (2.4);
+    T = 100 000, m = 50 000: 57 s (60); ReLU, D = 80: T = 4 000, m = 2 000: 2.0 s (1.6);
+    Fourier, D = 80, likewise: 2.7 s (2.0 with the map's cosines, ``Fourier.eval_seconds``)."""
     copies = float(estimates_per_round(args))  # 1.0 for the square loss: x * 1.0 == x
-    return 2.5e-5 * T + (2.5e-9 if compiled_available() else 6e-9) * 2 * m * (T - 1) * copies * (
-        4 + w
-    )
+    compiled = compiled_available()
+    per_round, per_number = (1e-6, 1.2e-9) if compiled else (2.5e-5, 6e-9)
+    return per_round * T + per_number * 2 * m * (T - 1) * copies * (4 + w)
 
 
 def _why_not_loss(name: str) -> str:
