@@ -132,6 +132,10 @@ def test_counters_are_what_a_unit_costs(T, batch):
     assert len(r.predictor.coef) == 3 * dsgd.steps(T, batch)
     if batch == 1:
         assert r.counters == {**r.counters, **LEARNERS["doubly_sgd"].budget.expected(3, T)}
+    # what the budget expects of the setting (ilnrun validate's training evaluations)
+    h = {"eta": 0.3, "batch": batch if batch != 1 else None}
+    expected = LEARNERS["doubly_sgd"].budget.expected_for(3, T, h)
+    assert r.counters == {**r.counters, **expected}
     # the brute-force sum over steps
     S = dsgd.steps(T, batch)
     sizes = [min(T, (s + 1) * batch) - s * batch for s in range(S)]

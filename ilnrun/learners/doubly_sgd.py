@@ -30,6 +30,8 @@ numpy pass every loss.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..features import FeatureMap
@@ -320,6 +322,13 @@ def expected_batched(k: int, T: int, batch: int) -> dict[str, int]:
     return {"train_evals": k * step_evaluations(T, batch), "features_sampled": k * steps(T, batch)}
 
 
+def _setting_expected(k: int, T: int, h: Mapping) -> dict[str, int] | None:
+    """The counters of setting ``h`` at ``k`` where it takes ``batch > 1`` points a step
+    (:func:`expected_batched`); ``None`` for one point a step (the budget's ``expected``)."""
+    batch = h.get("batch") or 1
+    return expected_batched(k, T, batch) if batch > 1 else None
+
+
 @Settings.takes
 def fit_batched(
     X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator, hp: Settings
@@ -572,6 +581,7 @@ SPEC = LearnerSpec(
         doc="random features drawn per round (per step with a batch)",
         # with batch > 1, what one feature per step costs (the size is derived for the batch)
         setting_cost=batch_cost,
+        setting_expected=_setting_expected,
         setting_params=("batch", "block"),  # a batch's k is its own; a block fixes k
     ),
     # every drawn feature is kept: k S parameters, coefficients and coefficients as appended
