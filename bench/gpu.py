@@ -201,14 +201,9 @@ def detect() -> dict:
 
 def environment(dev: dict, mode: str) -> dict:
     """The machine, the versions and the code this run measured."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from ilnrun.numeric_env import cpu_model
+
+    cpu = cpu_model()
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     for mod in ("jax", "jaxlib", "numba"):
         try:

@@ -599,14 +599,9 @@ def jax_section(R: dict) -> list[str]:
 
 
 def environment() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from ilnrun.numeric_env import cpu_model
+
+    cpu = cpu_model()
     return {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "cpu": cpu,

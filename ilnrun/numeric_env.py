@@ -37,6 +37,7 @@ __all__ = [
     "changes",
     "collect",
     "computed_under",
+    "cpu_model",
     "one_thread",
     "summary",
     "update_history",
@@ -114,7 +115,7 @@ def blas_threads() -> int | None:
     return max(counts) if counts else None
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     """``model name`` of ``/proc/cpuinfo`` (Linux), else what :mod:`platform` says."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -187,7 +188,7 @@ def collect() -> dict:
     """The numeric environment of this process (module docstring); cheap (~10 ms once numpy
     and scipy are imported), imports no jax."""
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "machine": platform.machine(),
         "blas": _blas(),
         "numpy_simd": _simd(),
