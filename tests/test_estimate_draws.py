@@ -501,6 +501,29 @@ def test_a_run_with_the_stream_and_its_resume(tmp_path):
     assert res.exit_code == 0 and "(0 resumed)" in res.output, res.output
 
 
+def test_a_cell_of_the_stream_is_reproduced_from_python(tmp_path):
+    """``ilnrun.load(R).cell(id)``: the estimator of a cell run with ``inverse_cdf_v1`` takes
+    the stream, so its Algorithm-2 test loss and the whole row come back bit for bit."""
+    from conftest import invoke, write_config
+
+    import ilnrun
+
+    path = write_config(tmp_path / "c.yaml", small_config(estimate_draws=NEW))
+    res = invoke(["run", path, "--out", tmp_path / "out", "-q"])
+    assert res.exit_code == 0, res.output
+    loaded = ilnrun.load(tmp_path / "out")
+    sg = loaded.runs[loaded.runs["method"] == "shrinking_gradient"]
+    c = loaded.cell(sg["cell_id"].iloc[0])
+    est = c.estimator().fit(c.X_train, c.y_train)
+    assert est.get_params()["estimate_draws"] == NEW
+    n = min(200, len(c.y_test))
+    est.set_params(predict_mode="estimated")
+    alg2 = float(0.5 * np.mean((est.predict(c.X_test[:n]) - c.y_test[:n]) ** 2))
+    assert alg2 == c.row["test_loss_estimated"]
+    est.set_params(predict_mode="exact")
+    assert c.differences(est) == {}
+
+
 def test_validate_counts_the_cheaper_stream():
     """``ilnrun validate``'s seconds: the Algorithm-2 part at the stream's measured weight."""
     from ilnrun import cost
