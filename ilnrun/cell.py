@@ -479,8 +479,9 @@ def evaluate(
             out["test_error"] = math.inf
         return out
     p = res.predictor
+    draws = evaluation.estimate_draws  # the random stream of every Algorithm-2 estimate
     spent0 = _costs(p, res.averaged)
-    val, test, mode, evals, scored = _predict(p, inst, m_test, rng, evaluation.free)
+    val, test, mode, evals, scored = _predict(p, inst, m_test, rng, evaluation.free, draws)
     (val_psi, val_k), (test_psi, test_k) = scored
     out.update(eval_mode=mode, test_evals=evals)
     out.update(
@@ -496,14 +497,16 @@ def evaluate(
             out["test_loss_avg"] = risk(avg, d.y_test)
         elif evaluation.free:  # the averaged predictor by Algorithm 2, as SG's own
             avg = res.averaged.predict_estimated(
-                d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng
+                d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng, draws=draws
             )
             out["test_loss_avg"] = risk(avg, d.y_test[:n_est])
         # what Algorithm 2 at test time gives
         est = (
             test[:n_est]
             if mode == "estimated"
-            else p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng)
+            else p.predict_estimated(
+                d.X_train, d.X_test[:n_est], inst.fmap, m_test, rng, draws=draws
+            )
         )
         out["test_loss_estimated"] = risk(est, d.y_test[:n_est])
         out["val_loss_estimated"] = _val_estimated(
@@ -513,7 +516,9 @@ def evaluate(
             out["test_nmse_estimated"] = 2 * out["test_loss_estimated"] / var if var else math.nan
     if hasattr(p, "predict_estimated"):
         for m, sweep_rng in (sweep_rngs or {}).items():
-            est = p.predict_estimated(d.X_train, d.X_test[:n_est], inst.fmap, m, sweep_rng)
+            est = p.predict_estimated(
+                d.X_train, d.X_test[:n_est], inst.fmap, m, sweep_rng, draws=draws
+            )
             if nmse:
                 out[sweep_column(m)] = 2 * risk(est, d.y_test[:n_est]) / var if var else math.nan
     spent1 = _costs(p, res.averaged)
@@ -548,12 +553,13 @@ def _val_estimated(
     if rng is None:
         return math.nan
     n = evaluation.n_estimated(len(d.y_val))
-    est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, m_test, rng)
+    draws = evaluation.estimate_draws
+    est = p.predict_estimated(d.X_train, d.X_val[:n], inst.fmap, m_test, rng, draws=draws)
     return risk(est, d.y_val[:n])
 
 
 def _predict(
-    p, inst: Instance, m_test: int, rng, free: bool = False
+    p, inst: Instance, m_test: int, rng, free: bool = False, draws: str = "multinomial"
 ) -> tuple[np.ndarray, np.ndarray, str, int, tuple[tuple[int, int], tuple[int, int]]]:
     """``(validation predictions, test predictions, eval_mode, test evaluations per point,
     ((val feature evaluations, val kernel values), (test ...)))``, the last two counted by the
@@ -561,9 +567,9 @@ def _predict(
 
     A kernel expansion (it has ``predict_exact`` and ``predict_estimated``) is evaluated exactly
     with the closed-form kernel when the map has one and ``free`` is not set, and by Algorithm 2
-    otherwise; any other predictor — a feature expansion, or a learner's own kind — by its
-    ``predict(X)``, exactly (``evals_per_point()`` evaluations a point, when it has that
-    method)."""
+    otherwise (the random stream ``draws``: ``evaluation.estimate_draws``); any other
+    predictor — a feature expansion, or a learner's own kind — by its ``predict(X)``, exactly
+    (``evals_per_point()`` evaluations a point, when it has that method)."""
     d, fmap = inst.data, inst.fmap
 
     def split(name: str) -> np.ndarray:
@@ -578,7 +584,7 @@ def _predict(
         mode, evals = "estimated", 2 * m_test
 
         def run(name: str) -> np.ndarray:
-            return p.predict_estimated(d.X_train, split(name), fmap, m_test, rng)
+            return p.predict_estimated(d.X_train, split(name), fmap, m_test, rng, draws=draws)
     else:
         mode = "exact"
         evals = p.evals_per_point() if hasattr(p, "evals_per_point") else 0

@@ -644,7 +644,7 @@ def _numpy_fallbacks(methods: Mapping, engine: str, Ts: list[int]) -> list[str]:
 @main.command(name="list")
 def list_() -> None:
     """Learners, feature maps and datasets, with their parameters and defaults."""
-    from .config.keys import KERNEL, M_TEST_SWEEP, SELECT_ON
+    from .config.keys import ESTIMATE_DRAWS, KERNEL, M_TEST_SWEEP, SELECT_ON
     from .config.schema import BUDGET_PARAMS, EVALUATION_PARAMS, LIMITS_PARAMS
     from .datasets import DATASETS
     from .features import FEATURE_MAPS
@@ -673,7 +673,7 @@ def list_() -> None:
             click.echo(f"      {p.describe()}")
     for section, params in (
         ("budget", BUDGET_PARAMS),
-        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON, KERNEL, M_TEST_SWEEP)),
+        ("evaluation", (*EVALUATION_PARAMS, SELECT_ON, KERNEL, M_TEST_SWEEP, ESTIMATE_DRAWS)),
         ("limits", LIMITS_PARAMS),
     ):
         click.echo(f"{section}:")

@@ -20,7 +20,8 @@ from building a dataset. One worker process running one cell holds (bytes, float
 - the largest **transient** of the cell's stages: building an instance (the table read whole and
   the copies that shuffle and standardize it), the learner's pass (its spec's ``memory`` hook),
   the kernel blocks while they are formed (the map's ``kernel_copies`` blocks at once), the
-  Algorithm-2 test estimates (multinomial counts ``rows x T`` and ``2^20`` pairs a chunk), the
+  Algorithm-2 test estimates (multinomial counts ``rows x T``, or the index table of
+  ``estimate_draws: inverse_cdf_v1``, and ``2^20`` pairs a chunk), the
   evaluation of a feature expansion, and the regret's eigendecomposition (the ``T x T`` route:
   four more ``T x T`` matrices; the primal route: ``p x p`` ones).
 
@@ -60,6 +61,7 @@ from .config.typed import (
 from .datasets import DATASETS
 from .features import FEATURE_MAPS
 from .learners import LEARNERS
+from .learners.estimate_draws import INVERSE_CDF_V1, MULTINOMIAL, TABLE_BYTES, table_size
 from .theory import (
     KERNEL_DIAGNOSTICS_MAX_T,
     PRIMAL_EVALUATION_ABOVE_T,
@@ -306,11 +308,12 @@ def _estimate_stage(
 ) -> Stage:
     """Algorithm-2 test estimates (``KernelExpansion.predict_estimated``): per chunk of
     ``rows = min(n, 2^20 // m_test)`` points the multinomial counts and their tiled indices
-    (``2 rows T`` integers), and ``rows m_test`` pairs with their parameters and gathered
-    inputs (about as many numbers as ``w``); ``n`` is ``n_test_estimated``, or every
-    validation / test point (``every``: a map without a closed-form kernel, or
-    ``evaluation.kernel: free``, evaluates kernel expansions only so); ``m`` the cell's
-    ``m_test`` (the largest of ``m_test_sweep`` where larger)."""
+    (``2 rows T`` integers; ``estimate_draws: inverse_cdf_v1``: the prefix sums and the index
+    table instead, ``estimate_draws.table_size``), and ``rows m_test`` pairs with their
+    parameters and gathered inputs (about as many numbers as ``w``); ``n`` is
+    ``n_test_estimated``, or every validation / test point (``every``: a map without a
+    closed-form kernel, or ``evaluation.kernel: free``, evaluates kernel expansions only so);
+    ``m`` the cell's ``m_test`` (the largest of ``m_test_sweep`` where larger)."""
     fmap = FEATURE_MAPS[work.feature_map.kind]
     T, n_val, n_test, D = data.sizes
     ev = work.evaluation
@@ -323,6 +326,8 @@ def _estimate_stage(
     rows = min(max(1, n), max(1, ESTIMATE_CHUNK_PAIRS // fmap.hidden_width(spec) // m))
     pairs = rows * m
     count_bytes = 16 * rows * T
+    if ev.estimate_draws != MULTINOMIAL:
+        count_bytes = 8 * T + TABLE_BYTES * table_size(T, pairs)
     # w, x_i's numbers it reads (and a hidden layer's values)
     pair_bytes = 8 * pairs * (2 * fmap.param_floats(D, spec) + 6)
     knob = "evaluation.m_test" if pair_bytes >= count_bytes else "evaluation.n_test_estimated"
@@ -529,6 +534,13 @@ GENERIC_RATE = (5e-5, 2e-8)
 EIGH_SECONDS_PER_N3 = 1.75e-10  # numpy's eigh with vectors: 1.4 s at n = 2 000 (theory.py)
 SECONDS_PER_GEMM_FLOP = 1e-10  # a kernel block's matrix product
 SECONDS_PER_PAIR = 3.5e-9  # Algorithm-2 test estimates, per pair and 4 + w (figure1: 17 ns)
+# The "4" of that rate for each stream of evaluation.estimate_draws (learners/estimate_draws.py):
+# what a pair costs beyond the numbers of its w. inverse_cdf_v1 against multinomial at figure1's
+# setting (bench/estimate_draws.py, compiled, T = 200, D = 800, 200 and 500 points): x0.25-0.46
+# of the CPU time per call for m = 25 .. 1 000 (x0.46 at figure1's m_test = 1 000), so
+# (c + 1) / (4 + 1) = 0.4 gives c = 1; with ReLU features in 80 dimensions the two cost the same
+# within 5% (the w's numbers dominate: 81 / 84 by the formula).
+ESTIMATE_DRAW_WEIGHT = {MULTINOMIAL: 4, INVERSE_CDF_V1: 1}
 # FeatureMap.kernel_estimate of a map with a hidden layer, per point, draw and hidden unit beyond
 # its matrix product (random_net, h = 16: 700 points x 20 000 draws in 3.6 s)
 SECONDS_PER_HIDDEN_VALUE = 1e-8
@@ -594,7 +606,7 @@ def _eval_seconds(
         if every:
             pairs += 2 * m * (n_val + n_test)
         pairs += sum(2 * int(ms) * n_est for ms in ev.m_test_sweep)
-    s += SECONDS_PER_PAIR * pairs * (4 + w)
+    s += SECONDS_PER_PAIR * pairs * (ESTIMATE_DRAW_WEIGHT[ev.estimate_draws] + w)
     if diag_n:
         s += 1e-9 * T * diag_n
     return s

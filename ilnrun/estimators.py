@@ -14,8 +14,8 @@ parameters are, in this order:
   from the same ranges the config layer checks;
 - ``feature_map`` (a name of :data:`ilnrun.features.FEATURE_MAPS`) and every registered map's own
   parameters (``sigma`` of ``fourier``), taken from the map classes' ``params``;
-- ``predict_mode``, ``m_test``, ``average``, ``center_y``, ``scale_y``, ``random_state``
-  (:data:`COMMON`).
+- ``predict_mode``, ``m_test``, ``estimate_draws``, ``average``, ``center_y``, ``scale_y``,
+  ``random_state`` (:data:`COMMON`).
 
 The classes of the built-in learners keep their names (:class:`ShrinkingGradientRegressor`,
 :class:`DoublySGDRegressor`, :class:`FixedRandomRegressor`, :class:`KernelOGDRegressor`, and the
@@ -36,7 +36,8 @@ expects on tabular data; pass ``feature_map`` explicitly to silence it.
 ``f(x) * max|y - mean(y)| + mean(y)``; ``center_y=False, scale_y=False`` hand ``y`` over as is.
 **Predictions**: a kernel expansion ``f = sum_i alpha_i k(x_i, .)`` is evaluated with the
 closed-form kernel (``predict_mode='exact'``) or with Algorithm 2 and ``m_test`` samples a point
-(``'estimated'``, what a user without the kernel gets); any other predictor with its own
+(``'estimated'``, what a user without the kernel gets; its random stream ``estimate_draws``, a
+config's ``evaluation.estimate_draws``); any other predictor with its own
 ``predict`` (feature expansions ``sum_j c_j psi(x; w_j)``, Nyström's landmark expansion).
 ``average=True`` predicts with the averaged iterate (Corollary 1): for the online learners it is
 their own parameter ``average`` (the pass returns ``fbar = (1/T) sum_t f_t``); for another learner,
@@ -97,6 +98,7 @@ from .learners import (
 )
 from .learners import shrinking_gradient as _sg
 from .learners.base import FitResult, KernelExpansion, LearnerSpec
+from .learners.estimate_draws import DRAWS, MULTINOMIAL
 from .losses import DEFAULT_LOSS, LOSSES
 from .numeric_env import one_thread
 from .params import Param
@@ -143,6 +145,7 @@ COMMON: dict[str, tuple[Any, list]] = {
     "feature_map": (None, [str, None]),
     "predict_mode": ("exact", [StrOptions({"exact", "estimated"})]),
     "m_test": (200, [Interval(Integral, 1, MAX_COUNT, closed="both")]),
+    "estimate_draws": (MULTINOMIAL, [StrOptions(set(DRAWS))]),
     "average": (False, ["boolean"]),
     "center_y": (True, ["boolean"]),
     "scale_y": (True, ["boolean"]),
@@ -416,7 +419,8 @@ class _SpecEstimator(BaseEstimator):
             # Algorithm 2, m_test samples a point; a fresh generator each call (predict leaves
             # the estimator unchanged), seeded apart from the training pass
             rng = np.random.default_rng(self._predict_seed)
-            return p.predict_estimated(X_train, X, fmap, int(self.m_test), rng)
+            draws = self.estimate_draws  # the random stream (evaluation.estimate_draws)
+            return p.predict_estimated(X_train, X, fmap, int(self.m_test), rng, draws=draws)
         if np.may_share_memory(X, X_train):
             # K(X, X) of one buffer is BLAS's syrk, whose last bits differ from the gemm that
             # every other X gets: a copy makes predict(X) the same numbers for equal rows

@@ -38,7 +38,8 @@ more BLAS threads would sum large products in another order.
 experiment's feature-map section, the cell's budget size and the cell's seed sequence
 ``SeedSequence(seed, spawn_key=H(cell key))`` (the pass draws from its child 0, Algorithm-2
 predictions from its child 1, as the cell does), with ``center_y=False, scale_y=False`` (the
-splits are already scaled) and the experiment's ``m_test``; for a cell of a loss on ±1 labels
+splits are already scaled) and the experiment's ``m_test`` (and ``estimate_draws``); for a
+cell of a loss on ±1 labels
 (``loss: hinge``, ...) the learner's classifier, whose classes ``-1, +1`` are the labels as they
 are (``decision_function`` gives the cell's predictions). Its ``fit(X_train, y_train)`` is the
 cell's pass: ``mean(online_losses_)`` is the row's ``online_loss`` bit for bit, and with
@@ -430,6 +431,7 @@ class LoadedCell:
         kind = estimator_kind(self.key.hyper)
         kw: dict[str, Any] = {"center_y": False, "scale_y": False} if kind == "regressor" else {}
         kw["m_test"] = m_test(exp.evaluation, plan(exp.budget, self.key, self.instance))
+        kw["estimate_draws"] = exp.evaluation.estimate_draws  # Algorithm 2's random stream
         kw["random_state"] = self.seed
         kw.update(params)
         return make_estimator(

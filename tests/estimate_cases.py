@@ -3,7 +3,10 @@ checked against the numpy code (``tests/test_estimates_compiled.py``).
 
 ``python tests/estimate_cases.py`` writes ``tests/golden/estimates_numpy.json``: the sha256 of
 every case's estimates by ``KernelExpansion.estimate_numpy``, written before the compiled
-coordinate estimates existed.
+coordinate estimates existed. ``python tests/estimate_cases.py --inverse-cdf`` writes
+``tests/golden/estimates_inverse_cdf_v1.json`` and ``.npz``: the same cases drawn by the stream
+``inverse_cdf_v1`` (``ilnrun.learners.estimate_draws``), when it was defined; they keep that
+versioned stream from changing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from compiled_cases import digest  # the same digests as the Shrinking Gradient cases
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "estimates_numpy.json"
+INVERSE_CDF = "inverse_cdf_v1"  # (ilnrun.learners.estimate_draws.INVERSE_CDF_V1)
 
 # (name, stored examples n, D, m, eval points, chunk_pairs, alpha kind, layout)
 CASES = [
@@ -71,8 +75,9 @@ def data(case: tuple):
     return alpha_of(kind, n, rng), X, X_eval
 
 
-def run(case: tuple, method: str = "estimate_numpy") -> np.ndarray:
-    """The case's estimates by ``KernelExpansion.<method>`` (generator seeded 17)."""
+def run(case: tuple, method: str = "estimate_numpy", draws: str | None = None) -> np.ndarray:
+    """The case's estimates by ``KernelExpansion.<method>`` (generator seeded 17), with the
+    stream ``draws`` (``None``: the method's default, ``multinomial``)."""
     from ilnrun.features import Coordinate
     from ilnrun.learners.base import KernelExpansion
 
@@ -80,13 +85,23 @@ def run(case: tuple, method: str = "estimate_numpy") -> np.ndarray:
     _, _, D, m, _, chunk, _, _ = case
     pred = KernelExpansion(alpha)
     rng = np.random.default_rng(17)
-    first = getattr(pred, method)(X, X_eval, Coordinate(D), m, rng, chunk)
-    second = getattr(pred, method)(X, X_eval[::-1], Coordinate(D), m, rng, chunk)
+    kw = {} if draws is None else {"draws": draws}
+    first = getattr(pred, method)(X, X_eval, Coordinate(D), m, rng, chunk, **kw)
+    second = getattr(pred, method)(X, X_eval[::-1], Coordinate(D), m, rng, chunk, **kw)
     return np.concatenate([first, second, rng.random(2)])  # and the generator's state after
 
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    if "--inverse-cdf" in sys.argv[1:]:
+        import golden_values as gv
+
+        table = {c[0]: {"estimates": run(c, draws=INVERSE_CDF)} for c in CASES}
+        path = GOLDEN.with_name(f"estimates_{INVERSE_CDF}.json")
+        digests = {i: digest(a["estimates"]) for i, a in table.items()}
+        path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+        gv.write(path.with_suffix(".npz"), table)
+        return
     GOLDEN.write_text(
         json.dumps({c[0]: digest(run(c)) for c in CASES}, indent=1, sort_keys=True) + "\n"
     )

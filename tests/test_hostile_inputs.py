@@ -102,7 +102,15 @@ def _runs(d: Path) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(
-    "key", ["name", "seed", "dataset.D", "methods.kernel_ogd", "budget.dsgd_k"]
+    "key",
+    [
+        "name",
+        "seed",
+        "dataset.D",
+        "methods.kernel_ogd",
+        "budget.dsgd_k",
+        "evaluation.estimate_draws",
+    ],
 )
 @pytest.mark.parametrize("value", ["bomb", "deep"])
 def test_set_values_are_bounded(config_file, key, value):
@@ -112,6 +120,30 @@ def test_set_values_are_bounded(config_file, key, value):
         )
     text = _exits(res, 2, key)
     assert len(text) < 1000  # the value is never rendered in full
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["iid", "inverse_cdf", "inverse_cdf_v2", "Multinomial", "''", "3", "[multinomial]", "{a: 1}"],
+)
+def test_bad_estimate_draws_are_refused(config_file, tmp_path, value):
+    """``evaluation.estimate_draws``: a stream name it does not know (an unversioned or
+    future name, another case), a number, a list or a mapping exits 2 naming the key and the
+    streams, through ``--set`` and in a config file, before any cell runs."""
+    text = _exits(
+        _invoke("validate", str(config_file), "--set", f"evaluation.estimate_draws={value}"),
+        2,
+        "evaluation.estimate_draws",
+    )
+    assert "inverse_cdf_v1" in text and len(text) < 1000
+    bad = config_file.read_text().replace(
+        "evaluation:\n", f"evaluation:\n  estimate_draws: {value}\n", 1
+    )
+    path = tmp_path / "bad.yaml"
+    path.write_text(bad)
+    out = tmp_path / "never"
+    _exits(_invoke("run", str(path), "--out", str(out), "-q"), 2, "evaluation.estimate_draws")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

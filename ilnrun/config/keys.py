@@ -1,5 +1,5 @@
 """The ``evaluation`` section's keys, and keys that must not change a config resolved without
-them (docs/protocol.md §5.2-§5.3, §12): ``evaluation.select_on``, ``methods.<learner>.eta_scale``
+them (docs/protocol.md §5.2-§5.7, §12): ``evaluation.select_on``, ``methods.<learner>.eta_scale``
 and the loss (``loss``, ``methods.<learner>.loss``). Each is stored in the resolved config only
 when it differs from its default, so cell ids, record digests and resumes of configs that do not
 use them are those of before the keys existed."""
@@ -13,6 +13,7 @@ from typing import Any
 from ..datasets import DATASETS
 from ..learners import LEARNERS
 from ..learners.base import ETA_SCALE
+from ..learners.estimate_draws import DRAWS, MULTINOMIAL
 from ..losses import DEFAULT_LOSS, LOSSES
 from ..params import Param, check_scalar, check_section, check_value, key_text, show, unknown
 
@@ -203,7 +204,21 @@ M_TEST_SWEEP = Param(
     "n_test_estimated test points with each m (columns test_nmse_estimated_m<m>)",
     min=1,
 )
-NEW_EVALUATION_KEYS = ("select_on", KERNEL.name, M_TEST_SWEEP.name)
+# ``evaluation.estimate_draws`` (docs/protocol.md §5.7): the random stream of every Algorithm-2
+# estimate. Another stream changes every estimated number (the same law, other draws), so it is
+# part of the record digest when given, and left out of the resolved config at its default.
+ESTIMATE_DRAWS = Param(
+    "estimate_draws",
+    "str",
+    MULTINOMIAL,
+    "the random stream of Algorithm-2 estimates (validation, test, m_test_sweep, kernel: free): "
+    "multinomial (each point's index counts Multinomial(m_test, q), numpy's stream; every "
+    "committed number) or inverse_cdf_v1 (iid indices by inverse-CDF sampling of q, in draw "
+    "order; the same law, other numbers, faster)",
+    choices=DRAWS,
+    listable=False,
+)
+NEW_EVALUATION_KEYS = ("select_on", KERNEL.name, M_TEST_SWEEP.name, ESTIMATE_DRAWS.name)
 
 
 def check_m_test(raw: Any, problems: list) -> int | str | dict | None:
@@ -272,8 +287,9 @@ def plain_evaluation(raw_eval: Any) -> Any:
 
 
 def add_evaluation_keys(raw_eval: Any, cfg: dict, problems: list) -> None:
-    """Store ``evaluation.kernel`` (when ``free``), an ``m_test`` rule and a non-empty
-    ``m_test_sweep`` of the raw ``evaluation`` section in ``cfg["evaluation"]``."""
+    """Store ``evaluation.kernel`` (when ``free``), an ``m_test`` rule, a non-default
+    ``estimate_draws`` and a non-empty ``m_test_sweep`` of the raw ``evaluation`` section in
+    ``cfg["evaluation"]``."""
     if not isinstance(raw_eval, dict):
         return
     ev = cfg["evaluation"]
@@ -285,6 +301,15 @@ def add_evaluation_keys(raw_eval: Any, cfg: dict, problems: list) -> None:
         kernel = check_scalar(KERNEL, raw_eval["kernel"], "evaluation.kernel", problems)
         if kernel is not None and kernel != KERNEL.default:
             ev["kernel"] = kernel
+    if "estimate_draws" in raw_eval:
+        path, draws = "evaluation.estimate_draws", raw_eval["estimate_draws"]
+        if isinstance(draws, str):
+            draws = check_scalar(ESTIMATE_DRAWS, draws, path, problems)
+        else:  # (check_scalar's message would not name the streams)
+            problems.append((path, f"must be one of {', '.join(DRAWS)}, got {show(draws)}"))
+            draws = None
+        if draws is not None and draws != ESTIMATE_DRAWS.default:
+            ev["estimate_draws"] = draws
     if "m_test_sweep" in raw_eval:
         path = "evaluation.m_test_sweep"
         sweep = raw_eval["m_test_sweep"]

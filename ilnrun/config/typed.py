@@ -45,8 +45,9 @@ class EvaluationConfig:
     """``evaluation``: Algorithm-2 samples ``m_test`` (an integer or a rule:
     :func:`ilnrun.config.keys.m_test_value`) and test points ``n_test_estimated`` of the
     estimated test loss, the regret radius ``regret_B`` (``None``: no regret), the learning
-    curve's ``curve_points``, the protocol ``kernel`` (``exact`` or ``free``) and the
-    Algorithm-2 ``m_test_sweep``."""
+    curve's ``curve_points``, the protocol ``kernel`` (``exact`` or ``free``), the
+    Algorithm-2 ``m_test_sweep`` and the random stream of every Algorithm-2 estimate
+    ``estimate_draws`` (``ilnrun.learners.estimate_draws``)."""
 
     m_test: int | str | Mapping
     n_test_estimated: int | str
@@ -56,6 +57,7 @@ class EvaluationConfig:
     select_on: str | Mapping = "exact"
     kernel: str = "exact"
     m_test_sweep: tuple[int, ...] = ()
+    estimate_draws: str = "multinomial"
 
     @classmethod
     def from_dict(cls, d: Mapping) -> EvaluationConfig:
@@ -68,6 +70,7 @@ class EvaluationConfig:
             select_on=d.get("select_on", "exact"),
             kernel=d.get("kernel", "exact"),
             m_test_sweep=tuple(d.get("m_test_sweep") or ()),
+            estimate_draws=d.get("estimate_draws", "multinomial"),
         )
 
     @property

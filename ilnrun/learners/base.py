@@ -25,6 +25,8 @@ from ..losses import DEFAULT_LOSS, EVERY, LOSSES
 from ..params import Param
 from ..schedules import SCHEDULES, step_sizes
 from ..stopping import deferred
+from . import estimate_draws
+from .estimate_draws import MULTINOMIAL, check_draws
 from .implements import NOTHING, Implements, unimplemented
 
 # A prediction with |yhat| above this bound (labels lie in [-1, 1]) or a non-finite one stops the
@@ -197,28 +199,37 @@ class KernelExpansion:
         m: int,
         rng: np.random.Generator,
         chunk_pairs: int = 1 << 20,
+        draws: str = MULTINOMIAL,
     ) -> np.ndarray:
         """ILN paper Algorithm 2 (EST_SCALAR_PROD) with ``m`` samples for every row of ``X_eval``:
         ``E = |alpha|_1 / m * sum_k sgn(alpha_i) psi(x_i; w_k) psi(x; w_k)``,
         ``i ~ |alpha_i| / |alpha|_1``, ``w_k ~ mu``; ``E = 0`` when ``alpha = 0``.
         Uses ``2 m`` evaluations a point.
 
-        The ``m`` iid draws of ``i`` for a point are drawn as their counts,
-        ``Multinomial(m, q)``, and listed in sorted order: the sum over ``k`` does not depend on
-        the order and the ``w_k`` are iid and independent of ``i``, so the estimate has exactly
-        Algorithm 2's distribution, while the sorted gathers are cache-friendly.
+        ``draws`` names the random stream (``estimate_draws``; ``evaluation.estimate_draws``):
+        both have Algorithm 2's law, with different numbers. ``multinomial`` (the default): the
+        ``m`` iid draws of ``i`` for a point are drawn as their counts, ``Multinomial(m, q)``,
+        and listed in sorted order: the sum over ``k`` does not depend on the order and the
+        ``w_k`` are iid and independent of ``i``, so the estimate has exactly Algorithm 2's
+        distribution, while the sorted gathers are cache-friendly. ``inverse_cdf_v1``: the
+        ``i`` by inverse-CDF sampling of iid uniforms, in draw order
+        (``estimate_draws.estimate``, faster).
 
         Compiled where that is faster (:meth:`estimate_compiled`: ReLU, Fourier and random-net
         maps; :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`):
         the same draws and numbers, bit for bit. Adds its ``2 m`` evaluations a point to
-        ``costs["psi"]``."""
+        ``costs["psi"]``; ``ValueError`` for an unknown ``draws``."""
         from . import estimate_kernels
         from . import shrinking_gradient_kernels as kernels
 
+        check_draws(draws)
         self.costs["psi"] += len(X_eval) * self.estimate_evals_per_point(m)
         run = self.estimate_numpy
         # a map with a hidden layer forms that many numbers a pair: proportionally fewer a chunk
         chunk_pairs = max(1, chunk_pairs // fmap.depth)
+        if draws != MULTINOMIAL:
+            law = self._sampling()
+            return estimate_draws.estimate(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
         if type(rng) is np.random.Generator:
             if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
                 run = self.estimate_coordinate
@@ -287,9 +298,14 @@ class KernelExpansion:
         m: int,
         rng: np.random.Generator,
         chunk_pairs: int = 1 << 20,
+        draws: str = MULTINOMIAL,
     ) -> np.ndarray:
-        """:meth:`predict_estimated` in numpy (the reference)."""
+        """:meth:`predict_estimated` in numpy (the reference; ``chunk_pairs`` as given, not
+        divided by the map's depth). ``draws``: the stream, as there."""
         n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
+        if check_draws(draws) != MULTINOMIAL:
+            law = (total, q, sgn)
+            return estimate_draws.estimate_numpy(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
         if total == 0.0:
             return out
         support = np.arange(len(q))

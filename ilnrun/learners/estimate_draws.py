@@ -1,0 +1,196 @@
+"""The random streams of Algorithm-2 estimates (``evaluation.estimate_draws``, docs/protocol.md
+§5.7): how ``KernelExpansion.predict_estimated`` draws the ``m`` samples of every point.
+
+Algorithm 2 (ILN paper, EST_SCALAR_PROD) estimates ``f(x) = sum_i alpha_i k(x_i, x)`` by
+``E = |alpha|_1 / m * sum_k sgn(alpha_{i_k}) psi(x_{i_k}; w_k) psi(x; w_k)`` with ``m`` iid pairs
+``(i_k, w_k)``, ``i ~ q = |alpha_i| / |alpha|_1`` and ``w ~ mu``. Both streams below draw exactly
+that law (up to the 53-bit resolution of numpy's uniform doubles, which numpy's binomials share);
+they differ in the numbers drawn, so results made with one are comparable with results made
+with the other in distribution only, never bit for bit.
+
+``multinomial`` (the default, every committed number): per chunk of eval rows, the counts of the
+stored examples ``rng.multinomial(m, q, size=rows)``, the ``i`` of a row in ascending order
+(``KernelExpansion.estimate_numpy``). numpy draws a multinomial as ``d - 1`` sequential binomials
+per row, ``d`` the number of stored examples: about ``d`` binomial draws a point whatever ``m``.
+
+``inverse_cdf_v1`` (this module; a versioned contract: a change of any number it draws is a new
+name, ``inverse_cdf_v2``, never a new version of this one). For ``alpha != 0`` (``alpha = 0``:
+every estimate is 0 and nothing is drawn), ``d = len(alpha)``:
+
+- ``q = |alpha| / |alpha|_1`` as ``KernelExpansion._sampling`` forms it (``|alpha|_1`` is
+  ``np.abs(alpha).sum()``, ``q = np.abs(alpha) / |alpha|_1``), ``sgn = np.sign(alpha)``,
+  ``cdf = np.cumsum(q)`` (sequential float64 sums) and ``c = cdf[d - 1]``;
+- the rows of ``X_eval`` in chunks of ``r = max(1, P // m)`` rows, in order, where
+  ``P = chunk_pairs // fmap.depth`` (``predict_estimated``'s ``chunk_pairs``, ``2**20`` by
+  default; the same chunks as ``multinomial``); for each chunk, in this order:
+
+  1. ``u = rng.random(r * m)`` (numpy's uniform doubles in ``[0, 1)``);
+  2. ``i_j = min(searchsorted(cdf, u_j * c, side="right"), d - 1)`` for every ``j < r m``
+     (inverse-CDF sampling of ``q``: ``P(i = l) = (cdf[l] - cdf[l - 1]) / c``; an ``l`` with
+     ``q_l = 0`` is never drawn);
+  3. ``W = fmap.sample(rng, r * m)`` (coordinate features: ``rng.integers(0, D, r * m)``);
+  4. for the ``rho``-th row ``x`` of the chunk and ``k < m``, ``j = rho m + k``: the products
+     ``p_k = sgn_{i_j} * psi(x_{i_j}; w_j) * psi(x; w_j)`` in **draw order** ``k`` (``psi`` as
+     ``fmap.pairs`` computes it; a sign is exact, so the grouping of the product does not
+     matter), and ``E(x) = |alpha|_1 * (sum_k p_k / m)`` with the sum in numpy's pairwise order
+     (``np.mean`` of the row).
+
+It draws ``2 r m`` numbers a chunk where ``multinomial`` draws about ``r d`` binomials and
+``r m`` parameters: cheaper when ``m`` is not much above ``d``, and without the ``O(d)`` pass a
+row that turns counts into indices. Results of ``inverse_cdf_v1`` are the same on every machine
+and path: the numpy code here (:func:`estimate_numpy`, the reference) and the compiled code
+(``inverse_cdf_kernels``) give the same numbers bit for bit, checked once per process before
+the compiled code is trusted.
+
+The index search of step 2 is ``searchsorted``'s exactly, found faster from a table
+(:class:`InverseCdf`); only the time depends on the table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MULTINOMIAL = "multinomial"
+INVERSE_CDF_V1 = "inverse_cdf_v1"
+# every stream, the default first (evaluation.estimate_draws's choices)
+DRAWS = (MULTINOMIAL, INVERSE_CDF_V1)
+BLOCK_PAIRS = 1 << 14  # samples searched and multiplied per block in numpy (cache-sized)
+TABLE_PER_INDEX = 16  # table entries per stored example (at most; see InverseCdf)
+MAX_TABLE = 1 << 18  # table entries at most (about 9 MB while it is built)
+TABLE_BYTES = 33  # bytes an entry while the table is built (edges, keys, first, split, sure)
+
+
+def table_size(d: int, keys: int) -> int:
+    """Buckets ``U`` of :class:`InverseCdf`'s table for ``d`` stored examples and about
+    ``keys`` uniforms: the power of two at or above ``max(64, min(16 d, keys / 4, 2^18))``
+    (enough buckets that few are split by a prefix sum, few enough that building the table
+    costs less than the keys it serves)."""
+    want = max(64, min(TABLE_PER_INDEX * d, keys // 4, MAX_TABLE))
+    return 1 << (want - 1).bit_length()
+
+
+def check_draws(draws: str) -> str:
+    """``draws`` if it names a stream of :data:`DRAWS`, else ``ValueError`` naming them."""
+    if not isinstance(draws, str) or draws not in DRAWS:
+        raise ValueError(f"draws must be one of {', '.join(DRAWS)}, got {draws!r}")
+    return draws
+
+
+class InverseCdf:
+    """Step 2 of ``inverse_cdf_v1``: ``i = min(searchsorted(cdf, u c, side="right"), d - 1)``
+    for uniforms ``u`` in ``[0, 1)`` (``c = cdf[-1]``), found from a table.
+
+    The table splits ``[0, 1)`` into ``U`` buckets (``U`` a power of two, so ``u U`` is exact
+    and its bucket ``floor(u U)`` too) and holds ``first[b] = S(b / U)``, ``S(u)`` the
+    searchsorted index of the key ``u * c`` computed as the stream computes it. The product
+    ``u * c`` and ``searchsorted`` are monotone in ``u``, so every ``u`` of bucket ``b`` has
+    ``first[b] <= S(u) <= first[b + 1]``: where the two are equal (a bucket that no prefix sum
+    splits) the index is ``first[b]``; elsewhere it is searched. At most ``d`` buckets are
+    split, so with ``U >= 16 d`` at most one key in sixteen is searched. The index is
+    searchsorted's in every case; ``U`` (:func:`table_size`; ``keys``: about how many keys
+    the table will serve, which bounds its cost) sets only the time."""
+
+    def __init__(self, q: np.ndarray, keys: int):
+        self.cdf = np.cumsum(q)
+        self.d = len(self.cdf)
+        self.c = self.cdf[-1]
+        self.U = table_size(self.d, keys)
+        edges = np.arange(self.U + 1, dtype=float) / self.U  # exact: U is a power of two
+        # S(b / U) for b = 0 .. U (S(1) = d: every prefix sum is at most c)
+        self.first = np.searchsorted(self.cdf, edges * self.c, side="right")
+        self.split = self.first[:-1] != self.first[1:]
+        self.sure = np.minimum(self.first[:-1], self.d - 1)
+
+    def __call__(self, u: np.ndarray) -> np.ndarray:
+        """The indices ``i`` of the uniforms ``u`` (int64, draw order)."""
+        b = (u * self.U).astype(np.int64)
+        i = self.sure.take(b)
+        split = np.flatnonzero(self.split.take(b))
+        if split.size:
+            keys = u.take(split) * self.c
+            i[split] = np.minimum(np.searchsorted(self.cdf, keys, side="right"), self.d - 1)
+        return i
+
+
+def estimate_numpy(
+    total: float,
+    q: np.ndarray | None,
+    sgn: np.ndarray | None,
+    X_train: np.ndarray,
+    X_eval: np.ndarray,
+    fmap,
+    m: int,
+    rng: np.random.Generator,
+    chunk_pairs: int,
+) -> np.ndarray:
+    """The ``inverse_cdf_v1`` estimates of every row of ``X_eval`` in numpy (the reference of
+    the contract above), given Algorithm 2's law ``total = |alpha|_1``, ``q``, ``sgn``
+    (``KernelExpansion._sampling``; ``total = 0``: all zeros, nothing drawn) and the chunk size
+    ``chunk_pairs`` (already divided by the map's depth). Coordinate features gather both
+    values from flat arrays (the same numbers as ``fmap.pairs``); every other map forms
+    ``fmap.pairs``."""
+    from ..features import Coordinate
+
+    n, out = len(X_eval), np.zeros(len(X_eval))
+    if total == 0.0 or n == 0:
+        return out
+    m = int(m)
+    rows_per_chunk = max(1, chunk_pairs // m)
+    search = InverseCdf(q, min(n, rows_per_chunk) * m)
+    flat = type(fmap) is Coordinate
+    if flat:
+        D = fmap.d
+        X_train = np.ascontiguousarray(X_train, dtype=float)
+        X_eval = np.ascontiguousarray(X_eval, dtype=float)
+        d = len(sgn)
+        if d * D <= n * m:  # a signed copy of the stored rows: cheaper than signing products
+            train, signs = (X_train[:d] * sgn[:, None]).reshape(-1), None
+        else:
+            train, signs = X_train.reshape(-1), sgn
+        points = X_eval.reshape(-1)
+    block = max(1, BLOCK_PAIRS // m)  # rows searched and multiplied at once
+    for a in range(0, n, rows_per_chunk):
+        b = min(n, a + rows_per_chunk)
+        u = rng.random((b - a) * m)
+        W = fmap.sample(rng, (b - a) * m)
+        for r0 in range(a, b, block):
+            r1 = min(b, r0 + block)
+            lo, hi = (r0 - a) * m, (r1 - a) * m
+            idx, w = search(u[lo:hi]), W[lo:hi]
+            if flat:
+                prod = train.take(idx * D + w)
+                if signs is not None:
+                    prod *= signs.take(idx)
+                pts = np.repeat(np.arange(r0, r1) * D, m)
+                prod *= points.take(pts + w)
+            else:
+                pts = np.repeat(np.arange(r0, r1), m)
+                prod = sgn[idx] * fmap.pairs(X_train, idx, w) * fmap.pairs(X_eval, pts, w)
+            out[r0:r1] = total * prod.reshape(r1 - r0, m).mean(axis=1)
+    return out
+
+
+def estimate(
+    total: float,
+    q: np.ndarray | None,
+    sgn: np.ndarray | None,
+    X_train: np.ndarray,
+    X_eval: np.ndarray,
+    fmap,
+    m: int,
+    rng: np.random.Generator,
+    chunk_pairs: int,
+) -> np.ndarray:
+    """:func:`estimate_numpy`'s numbers, compiled where the compiled code runs and agrees with
+    this numpy build (``inverse_cdf_kernels.use_compiled``: numba there and trusted for the map;
+    coordinate features drawing from numpy's PCG64 with ``2 <= D < 2**32``; ReLU, Fourier and
+    random-net maps from any ``np.random.Generator``), else numpy."""
+    if total == 0.0 or len(X_eval) == 0:
+        return np.zeros(len(X_eval))
+    if type(rng) is np.random.Generator:
+        from . import inverse_cdf_kernels as compiled
+
+        run = compiled.runner(fmap, X_train, X_eval, rng)
+        if run is not None:
+            return run(total, q, sgn, X_train, X_eval, fmap, int(m), rng, chunk_pairs)
+    return estimate_numpy(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs)

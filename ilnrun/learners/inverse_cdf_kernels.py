@@ -1,0 +1,230 @@
+"""The ``inverse_cdf_v1`` Algorithm-2 estimates (``estimate_draws``) compiled with numba: the
+numbers of ``estimate_draws.estimate_numpy``, bit for bit.
+
+- Coordinate features (:func:`coordinate_estimates`): the whole estimate in one call. The
+  ``r m`` uniforms of a chunk, then its ``r m`` coordinates, are made by ``pcg64_kernels`` from
+  the generator's PCG64 state (numpy's ``random()`` and ``integers(0, D)`` streams written out,
+  four lanes at once; the state is put back after the call, as numpy would have left it). The
+  index of a uniform comes from the table of ``estimate_draws.InverseCdf`` (the same
+  ``first``: a bucket that no prefix sum splits gives its index at once, a split one is
+  searched: searchsorted's index either way), and each row's products, in draw order, are summed
+  in numpy's pairwise order (``shrinking_gradient_kernels.pairwise_sum``).
+- ReLU, Fourier and random-net maps (:func:`drawn_estimates`): the indices by numpy
+  (``InverseCdf``), then per chunk the ``w`` by numba's generator calls
+  (``shrinking_gradient_kernels.draw_w``, numpy's streams), the values by the Shrinking Gradient
+  kernels' ``pairs`` (numpy's ``einsum`` order, trusted where those kernels are) and the
+  pairwise mean.
+
+Before the compiled estimates run for a map, they are checked once per process against the
+numpy code (:func:`agrees`); a build where they differ runs the numpy code, with a one-line
+note. Compiled only when first used: a run with the default stream compiles none of this.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..stopping import deferred
+from . import pcg64_kernels as pcg
+from . import shrinking_gradient_kernels as kernels
+from .estimate_draws import BLOCK_PAIRS, InverseCdf, estimate_numpy
+from .shrinking_gradient_kernels import ZERO, _jit, pairwise_sum
+
+
+@_jit
+def upper_bound(cdf, key):
+    """``searchsorted(cdf, key, side="right")``: how many of ``cdf`` are at most ``key``."""
+    lo, hi = 0, len(cdf)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cdf[mid] <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, chunk, st, out):
+    """``estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``). ``train``: the stored
+    rows flattened, each times its ``sgn`` when ``signed``; ``first``, ``U``: the table of
+    ``InverseCdf`` (``U`` as a float); ``chunk``: rows a chunk; ``st``: the generator's PCG64
+    state (``pcg64_kernels.state_of``), advanced here past every number drawn. Per chunk: the
+    uniforms ``u``, then the coordinates ``W``; per row ``x`` and draw ``j``: ``i_j`` from
+    ``u_j`` (``min(searchsorted(cdf, u_j c), d - 1)``), the product
+    ``(x_{i_j}[w_j] sgn_{i_j}) x[w_j]``, then ``|alpha|_1 (pairwise sum / m)``.
+
+    A chunk is made in blocks of rows that stay in cache: the uniforms of a block from the
+    chunk's stream of doubles, its coordinates from the stream of 32-bit numbers that starts
+    after the chunk's last double (``pcg64_kernels.advance``: a double is one step of the
+    generator), each stream continued from block to block. The numbers are those of the two
+    calls ``random(r m)`` then ``integers(0, D, r m)``, and the generator ends where they leave
+    it."""
+    n, D = X_eval.shape
+    d = len(cdf)
+    c = cdf[d - 1]
+    ih, il = st[2], st[3]
+    jt = pcg.jump_table(ih, il)
+    block = max(1, BLOCK_PAIRS // m)  # rows a block
+    size = min(block, n) * m
+    u = np.empty(size)
+    W = np.empty(size, np.int64)
+    idx = np.empty(size, np.int64)
+    prod = np.empty(m)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        uh, ul = st[0], st[1]  # the doubles of the chunk, then its 32-bit numbers
+        wh, wl = pcg.advance(uh, ul, jt, (b - a) * m)
+        has, buf = st[4], st[5]
+        for r0 in range(a, b, block):
+            r1 = min(b, r0 + block)
+            N = np.int64((r1 - r0) * m)
+            uh, ul = pcg.doubles(uh, ul, ih, il, jt, 1.0, u, ZERO, N)
+            for j in range(N):  # the indices (a pass of its own, written out: faster)
+                # the bucket's first index where no prefix sum splits it; one comparison where
+                # one does (cdf[i], the only one in the bucket); else a binary search
+                # (unsigned indices: none is negative, and numba adds no wrap-around)
+                uj = u[j]
+                t = np.uint64(uj * U)
+                i = first[t]
+                h = first[t + np.uint64(1)]
+                if h - i > 1:
+                    i = upper_bound(cdf, uj * c)
+                elif h != i:
+                    i += cdf[np.uint64(i)] <= uj * c
+                idx[j] = min(i, d - 1)
+            wh, wl, has, buf, _ = pcg.bounded(wh, wl, ih, il, has, buf, jt, D, W, ZERO, N)
+            for row in range(r1 - r0):
+                x = X_eval[r0 + row]
+                j0 = row * m
+                if signed:
+                    for k in range(m):
+                        w = W[j0 + k]
+                        prod[k] = train[idx[j0 + k] * D + w] * x[w]
+                else:
+                    for k in range(m):
+                        i, w = idx[j0 + k], W[j0 + k]
+                        prod[k] = train[i * D + w] * sgn[i] * x[w]
+                out[r0 + row] = total * (pairwise_sum(prod, ZERO, m) / m)
+        st[0], st[1], st[4], st[5] = wh, wl, has, buf
+
+
+@_jit
+def drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rng, out):
+    """Rows ``a .. a + len(idx) // m - 1`` of ``estimate_numpy`` for a ReLU, Fourier or
+    random-net map, given the chunk's indices ``idx`` (drawn by the caller, draw order): one
+    draw of every ``w`` of the chunk, then per row the ``m`` products
+    ``(sgn_i psi(x_i; w)) psi(x; w)`` in draw order and ``|alpha|_1 (pairwise sum / m)``."""
+    rows, d = len(idx) // m, X_eval.shape[1]
+    wi, Wf = kernels.draw_w(rng, kind, d, rows * m, param, net)
+    ii, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
+    prod, pe = np.empty(m), np.empty(m)
+    for r in range(rows):
+        for k in range(m):
+            ii[k] = idx[r * m + k]
+        pts[:] = a + r
+        kernels.pairs(kind, param, X_train, ii, wi, Wf, r * m, d, order, prod)
+        kernels.pairs(kind, param, X_eval, pts, wi, Wf, r * m, d, order, pe)
+        for k in range(m):
+            prod[k] = sgn[ii[k]] * prod[k] * pe[k]
+        out[a + r] = total * (pairwise_sum(prod, ZERO, m) / m)
+
+
+# ----------------------------------------------------------------------------------------------
+# the calls, and when they run
+
+
+def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
+    """:func:`coordinate_estimates` for every row of ``X_eval`` (arguments of
+    ``estimate_draws.estimate_numpy``; ``rng`` a PCG64 generator, ``2 <= D < 2**32``)."""
+    n, D, d = len(X_eval), fmap.d, len(sgn)
+    rows = max(1, chunk_pairs // m)
+    search = InverseCdf(q, min(n, rows) * m)
+    X_train = np.ascontiguousarray(X_train, dtype=float)
+    X_eval = np.ascontiguousarray(X_eval, dtype=float)
+    signed = d * D <= n * m  # as the numpy code decides (the same products either way)
+    train = (X_train[:d] * sgn[:, None]).reshape(-1) if signed else X_train.reshape(-1)
+    out = np.zeros(n)
+    st = pcg.state_of(rng)
+    args = (train, signed, np.ascontiguousarray(sgn, dtype=float), X_eval, search.cdf)
+    with deferred():  # a stop lands after the call and the generator's new state
+        coordinate_estimates(*args, search.first, float(search.U), float(total), m, rows, st, out)
+        pcg.put_state(rng, st)
+    return out
+
+
+def generic(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
+    """:func:`drawn_estimates` chunk by chunk for every row of ``X_eval`` (arguments of
+    ``estimate_draws.estimate_numpy``): the chunk's uniforms and indices by numpy, the rest
+    compiled."""
+    n, out = len(X_eval), np.zeros(len(X_eval))
+    rows = max(1, chunk_pairs // m)
+    search = InverseCdf(q, min(n, rows) * m)
+    X_train = np.ascontiguousarray(X_train, dtype=float)
+    X_eval = np.ascontiguousarray(X_eval, dtype=float)
+    sgn, total = np.ascontiguousarray(sgn, dtype=float), float(total)
+    kind, param, net = kernels.kind_of(fmap), kernels.map_param(fmap), kernels.map_net(fmap)
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        idx = search(rng.random((b - a) * m))
+        with deferred():  # a stop lands after the call, never in numba's unboxing of rng
+            drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rng, out)
+    return out
+
+
+_AGREES: dict[int, bool] = {}
+
+
+def runner(fmap, X_train: np.ndarray, X_eval: np.ndarray, rng: np.random.Generator):
+    """:func:`coordinate` or :func:`generic` where the compiled estimates run for ``fmap`` and
+    ``rng`` (float inputs; numba there and the Shrinking Gradient kernels trusted for the map,
+    ``kernels.use_compiled`` / ``kernels.estimates_compiled``; a coordinate map with
+    ``2 <= D < 2**32`` drawing from numpy's PCG64; and :func:`agrees`, once per process and
+    map, with a one-line note when not), else ``None``: the numpy code runs."""
+    kind = kernels.kind_of(fmap)
+    if kind is None or X_train.dtype != np.float64 or X_eval.dtype != np.float64:
+        return None
+    if kind == kernels.COORDINATE:
+        if not (pcg.supported(rng) and 2 <= fmap.d <= pcg.MAX_BOUND):
+            return None
+        if not kernels.use_compiled(fmap):
+            return None
+        run = coordinate
+    elif kernels.estimates_compiled(fmap):
+        run = generic
+    else:
+        return None
+    if kind not in _AGREES:
+        _AGREES[kind] = agrees(fmap, run)
+        if not _AGREES[kind]:
+            kernels.note(
+                "the compiled inverse_cdf_v1 estimates do not reproduce this numpy build's for "
+                f"{type(fmap).name} features: the numpy code runs instead"
+            )
+    return run if _AGREES[kind] else None
+
+
+def agrees(fmap, run) -> bool:
+    """``run`` (:func:`coordinate` or :func:`generic`) gives :func:`estimate_numpy`'s
+    estimates and leaves the generator where it does, on a probe (in ``fmap``'s dimension; a
+    coordinate map in 7): alpha with zeros and a skewed law (split buckets searched), several
+    chunks, the signed copy of the stored rows (``m = 3 D``) and signs per product."""
+    from ..features import Coordinate
+
+    probe = np.random.default_rng(20261125)
+    if kernels.kind_of(fmap) == kernels.COORDINATE:  # the compiled code is the same for any D
+        fmap = Coordinate(7)
+    D = fmap.d
+    X, X_eval = probe.standard_normal((30, D)), probe.standard_normal((11, D))
+    alpha = probe.standard_normal(30) * 0.25 ** probe.integers(0, 6, 30)
+    alpha[[3, 8, 29]] = 0.0
+    absa = np.abs(alpha)
+    total = float(absa.sum())
+    law = (total, absa / total, np.sign(alpha))
+    for m, chunk in ((90, 400), (7, 1 << 20), (min(3 * D, 300), 1 << 20)):
+        want, got = np.random.default_rng(m), np.random.default_rng(m)
+        e0 = estimate_numpy(*law, X, X_eval, fmap, m, want, chunk)
+        e1 = run(*law, X, X_eval, fmap, m, got, chunk)
+        if not np.array_equal(e0, e1) or want.random() != got.random():
+            return False
+    return True

@@ -1,0 +1,563 @@
+"""The Algorithm-2 stream ``inverse_cdf_v1`` (``ilnrun.learners.estimate_draws``;
+``evaluation.estimate_draws``, docs/protocol.md §5.7).
+
+- The contract: the numpy code draws what the stream's definition says, written plainly here
+  (:func:`contract`: one ``searchsorted`` over all keys, one ``np.mean`` a row), bit for bit and
+  with the generator left in the same state; the index table is ``searchsorted`` exactly; the
+  stored values of the first numbers keep the versioned stream from changing.
+- The compiled estimates (coordinate: one call with its own PCG64 draws; ReLU, Fourier,
+  random-net: ``drawn_estimates``) equal the numpy code bit for bit; the self-check passes, and
+  a build that disagrees runs numpy.
+- The law: against the exact mean and variance of Algorithm 2 (coordinate features: every
+  moment of one sample is a finite sum over the ``d D`` pairs ``(i, w)``; ReLU features: the
+  closed-form arc-cosine kernel), against the multinomial stream (two samples), and the index
+  frequencies against ``q`` (chi-square).
+- The config key: not stored at its default (cell ids and digests of every config unchanged),
+  a new digest (same cell ids, same training pass) when set, only the Algorithm-2 columns of a
+  cell move, and the estimator's ``estimate_draws``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from ilnrun import config as C
+from ilnrun.features import Coordinate, Fourier, RandomNet, ReLU
+from ilnrun.learners import base
+from ilnrun.learners import shrinking_gradient_kernels as kernels
+from ilnrun.learners.base import KernelExpansion
+from ilnrun.learners.estimate_draws import (
+    DRAWS,
+    INVERSE_CDF_V1,
+    MULTINOMIAL,
+    InverseCdf,
+    check_draws,
+    table_size,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import estimate_cases as cases  # noqa: E402
+import golden_values as gv  # noqa: E402
+
+NEW = INVERSE_CDF_V1
+IDS = [c[0] for c in cases.CASES]
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+# a z statistic beyond this fails: two-sided p = 6.8e-6 for one comparison, so about 1e-4 for
+# the ~20 comparisons of a test (fixed seeds: the tests are deterministic, the bound says how
+# unlucky a seed would have to be for an unbiased stream to fail)
+Z = 4.5
+
+
+def contract(alpha, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
+    """``inverse_cdf_v1`` as ``estimate_draws``'s docstring defines it (``chunk_pairs``: ``P``,
+    already divided by the map's depth)."""
+    absa = np.abs(alpha)
+    total = float(absa.sum())
+    out = np.zeros(len(X_eval))
+    if total == 0.0:
+        return out
+    q, sgn = absa / total, np.sign(alpha)
+    cdf = np.cumsum(q)
+    d, c = len(cdf), cdf[-1]
+    r = max(1, chunk_pairs // m)
+    for a in range(0, len(X_eval), r):
+        b = min(len(X_eval), a + r)
+        u = rng.random((b - a) * m)
+        i = np.minimum(np.searchsorted(cdf, u * c, side="right"), d - 1)
+        W = fmap.sample(rng, (b - a) * m)
+        for rho in range(b - a):
+            j = slice(rho * m, (rho + 1) * m)
+            psi_i = fmap.pairs(X_train, i[j], W[j])
+            psi_x = fmap.pairs(X_eval, np.full(m, a + rho), W[j])
+            out[a + rho] = total * np.mean(sgn[i[j]] * psi_i * psi_x)
+    return out
+
+
+def maps(D: int) -> list:
+    return [Coordinate(D), ReLU(D), Fourier(D, sigma=1.5), RandomNet(D, h=3)]
+
+
+# (name, stored examples, D, m, eval points, chunk_pairs) for every map
+SHAPES = [
+    ("small", 7, 5, 13, 9, 50),
+    ("chunks", 30, 6, 40, 11, 100),
+    ("one_per_chunk", 12, 4, 30, 5, 1),
+    ("signed_copy", 4, 3, 200, 3, 1 << 20),
+    ("wide", 60, 40, 7, 20, 1 << 20),
+]
+
+
+def shape_data(name: str, n: int, D: int, n_eval: int, fortran: bool = False):
+    rng = np.random.default_rng(len(name) * 31 + n)
+    alpha = rng.standard_normal(n) * 0.25 ** rng.integers(0, 6, n)
+    alpha[rng.random(n) < 0.2] = 0.0
+    X, X_eval = rng.standard_normal((n + 2, D)) / 2.0, rng.standard_normal((n_eval, D))
+    if fortran:
+        X, X_eval = np.asfortranarray(X), np.asfortranarray(X_eval)
+    return alpha, X, X_eval
+
+
+def two_calls(method, alpha, X, X_eval, fmap, m, rng, chunk) -> np.ndarray:
+    """Two calls (the second on the rows reversed) and the generator's next two numbers."""
+    f = getattr(KernelExpansion(alpha), method) if isinstance(method, str) else method
+    kw = {"draws": NEW} if isinstance(method, str) else {}
+    first = f(X, X_eval, fmap, m, rng, chunk, **kw)
+    second = f(X, X_eval[::-1], fmap, m, rng, chunk, **kw)
+    return np.concatenate([first, second, rng.random(2)])
+
+
+# ---- the contract ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
+def test_numpy_draws_what_the_contract_says(shape, fortran):
+    name, n, D, m, n_eval, chunk = shape
+    alpha, X, X_eval = shape_data(name, n, D, n_eval, fortran)
+    for fmap in maps(D):
+
+        def plain(X, X_eval, fmap, m, rng, chunk, alpha=alpha):
+            return contract(alpha, X, X_eval, fmap, m, rng, chunk)
+
+        want = two_calls(plain, alpha, X, X_eval, fmap, m, np.random.default_rng(5), chunk)
+        got = two_calls(
+            "estimate_numpy", alpha, X, X_eval, fmap, m, np.random.default_rng(5), chunk
+        )
+        np.testing.assert_array_equal(got, want, strict=True, err_msg=type(fmap).name)
+
+
+@pytest.mark.parametrize("case", cases.CASES, ids=IDS)
+def test_numpy_draws_what_the_contract_says_on_the_estimate_cases(case):
+    alpha, X, X_eval = cases.data(case)
+    _, _, D, m, _, chunk, _, _ = case
+
+    def plain(X, X_eval, fmap, m, rng, chunk):
+        return contract(alpha, X, X_eval, fmap, m, rng, chunk)
+
+    want = two_calls(plain, alpha, X, X_eval, Coordinate(D), m, np.random.default_rng(17), chunk)
+    np.testing.assert_array_equal(cases.run(case, "estimate_numpy", NEW), want, strict=True)
+
+
+GOLDEN = gv.golden(f"estimates_{NEW}")
+
+
+@pytest.mark.parametrize("case", cases.CASES, ids=IDS)
+def test_the_versioned_stream_keeps_its_numbers(case):
+    """The values ``inverse_cdf_v1`` gave when it was defined (``tests/estimate_cases.py
+    --inverse-cdf``): a change of any number it draws needs a new name."""
+    for method in ("estimate_numpy", "predict_estimated"):
+        gv.assert_matches({"estimates": cases.run(case, method, NEW)}, GOLDEN[case[0]])
+
+
+def test_the_default_stream_is_multinomial():
+    """``draws`` left out is ``multinomial``: the golden values written before the key."""
+    old = gv.golden("estimates_numpy")
+    for case in cases.CASES[:5]:
+        gv.assert_matches({"estimates": cases.run(case, "predict_estimated")}, old[case[0]])
+        same = cases.run(case, "predict_estimated", MULTINOMIAL)
+        np.testing.assert_array_equal(same, cases.run(case, "predict_estimated"), strict=True)
+    assert DRAWS[0] == MULTINOMIAL and check_draws(NEW) == NEW
+
+
+def edge_uniforms(table: InverseCdf) -> np.ndarray:
+    """Uniforms at and next to every bucket edge and prefix sum (over ``c``), 0 and the largest
+    double below 1."""
+    edges = np.arange(table.U) / table.U
+    at = np.clip(table.cdf / table.c, 0.0, np.nextafter(1.0, 0.0))
+    u = np.concatenate([edges, at, np.nextafter(edges, 1.0), np.nextafter(at, 0.0)])
+    u = np.concatenate([u, np.nextafter(at, 1.0), [0.0, np.nextafter(1.0, 0.0)]])
+    return u[(u >= 0.0) & (u < 1.0)]
+
+
+def searchsorted_index(table: InverseCdf, u: np.ndarray) -> np.ndarray:
+    return np.minimum(np.searchsorted(table.cdf, u * table.c, side="right"), table.d - 1)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    d=st.integers(1, 400),
+    keys=st.integers(1, 10**6),
+    skew=st.floats(0.0, 30.0),
+    zeros=st.floats(0.0, 0.9),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_index_table_is_searchsorted(d, keys, skew, zeros, seed):
+    """Step 2 by the table equals ``min(searchsorted(cdf, u c, side='right'), d - 1)`` on random
+    uniforms and at every edge, whatever the law (skewed, with zeros, one stored example); a
+    ``q_l = 0`` is never drawn."""
+    rng = np.random.default_rng(seed)
+    q = rng.random(d) ** skew * (rng.random(d) >= zeros)
+    if q.sum() == 0.0:
+        q[rng.integers(0, d)] = 1.0
+    q = q / q.sum()
+    table = InverseCdf(q, keys)
+    assert table_size(d, keys) == table.U and table.U & (table.U - 1) == 0
+    u = np.concatenate([rng.random(2000), edge_uniforms(table)])
+    i = table(u)
+    np.testing.assert_array_equal(i, searchsorted_index(table, u), strict=True)
+    assert (q[i] > 0.0).all()
+
+
+# ---- compiled = numpy --------------------------------------------------------------------------
+
+
+@needs_numba
+@pytest.mark.parametrize("case", cases.CASES, ids=IDS)
+def test_compiled_coordinate_estimates_equal_numpy(case):
+    from ilnrun.learners import inverse_cdf_kernels as ik
+
+    alpha, X, X_eval = cases.data(case)
+    assert ik.runner(Coordinate(case[2]), X, X_eval, np.random.default_rng(1)) is not None or (
+        case[2] < 2
+    )
+    np.testing.assert_array_equal(
+        cases.run(case, "predict_estimated", NEW), cases.run(case, "estimate_numpy", NEW)
+    )
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
+def test_compiled_estimates_equal_numpy_for_every_map(shape):
+    """Every compiled map (coordinate; ReLU, Fourier, random-net by ``drawn_estimates``) and a
+    generator whose 32-bit half is kept before the call."""
+    name, n, D, m, n_eval, chunk = shape
+    alpha, X, X_eval = shape_data(name, n, D, n_eval)
+    for fmap in maps(D):
+        a, b = np.random.default_rng(3), np.random.default_rng(3)
+        a.integers(0, 5), b.integers(0, 5)  # a kept high half of a 64-bit number
+        got = two_calls("predict_estimated", alpha, X, X_eval, fmap, m, a, chunk)
+        P = max(1, chunk // fmap.depth)  # predict_estimated's chunk for a map with a hidden layer
+        want = two_calls("estimate_numpy", alpha, X, X_eval, fmap, m, b, P)
+        np.testing.assert_array_equal(got, want, strict=True, err_msg=type(fmap).name)
+        assert a.bit_generator.state == b.bit_generator.state
+
+
+@needs_numba
+def test_the_self_checks_pass_and_the_compiled_code_runs():
+    from ilnrun.learners import inverse_cdf_kernels as ik
+
+    X = np.random.default_rng(0).standard_normal((6, 4))
+    for fmap, run in ((Coordinate(4), ik.coordinate), (ReLU(4), ik.generic)):
+        assert ik.agrees(fmap, run)
+        assert ik.runner(fmap, X, X, np.random.default_rng(1)) is run
+    # numpy where the compiled code does not apply: another bit generator, D = 1, float32
+    mt = np.random.Generator(np.random.MT19937(1))
+    assert ik.runner(Coordinate(4), X, X, mt) is None
+    assert ik.runner(Coordinate(1), X[:, :1], X[:, :1], np.random.default_rng(1)) is None
+    assert ik.runner(Coordinate(4), X.astype(np.float32), X, np.random.default_rng(1)) is None
+    alpha = np.random.default_rng(2).standard_normal(6)
+    got = KernelExpansion(alpha).predict_estimated(X, X, Coordinate(4), 9, mt, draws=NEW)
+    mt2 = np.random.Generator(np.random.MT19937(1))
+    want = KernelExpansion(alpha).estimate_numpy(X, X, Coordinate(4), 9, mt2, draws=NEW)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_numba
+def test_a_disagreeing_build_runs_numpy_with_one_note(monkeypatch, capsys):
+    from ilnrun.learners import inverse_cdf_kernels as ik
+
+    monkeypatch.setattr(ik, "_AGREES", {})
+    monkeypatch.setattr(kernels, "_NOTED", set())
+    monkeypatch.setattr(ik, "agrees", lambda fmap, run: False)
+    X = np.random.default_rng(0).standard_normal((6, 4))
+    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1)) is None
+    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1)) is None
+    assert capsys.readouterr().err.count("numpy code runs instead") == 1
+    case = cases.CASES[2]
+    gv.assert_matches({"estimates": cases.run(case, "predict_estimated", NEW)}, GOLDEN[case[0]])
+
+
+def test_zero_alpha_draws_nothing_and_costs_are_counted():
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    rng = np.random.default_rng(4)
+    state = rng.bit_generator.state
+    p = KernelExpansion(np.zeros(5))
+    assert not p.predict_estimated(X, X, Coordinate(3), 10, rng, draws=NEW).any()
+    assert rng.bit_generator.state == state and p.costs["psi"] == 0
+    p = KernelExpansion(np.array([0.0, -0.4, 0.0, 1.0, 0.0]))
+    est = p.predict_estimated(X, X[:4], Coordinate(3), 10, rng, draws=NEW)
+    assert est.shape == (4,) and p.costs["psi"] == 4 * 2 * 10
+
+
+@pytest.mark.parametrize("bad", ["iid", "Multinomial", "", None, 1])
+def test_an_unknown_stream_is_a_value_error(bad):
+    X = np.ones((3, 2))
+    p = KernelExpansion(np.ones(3))
+    for method in (p.predict_estimated, p.estimate_numpy):
+        with pytest.raises(ValueError, match="inverse_cdf_v1"):
+            method(X, X, Coordinate(2), 5, np.random.default_rng(0), draws=bad)
+    assert p.costs["psi"] == 0
+
+
+# ---- the law -----------------------------------------------------------------------------------
+
+
+def coordinate_law(alpha, X, x):
+    """Every value of one sample ``Z = |alpha|_1 sgn(alpha_i) x_i[w] x[w]`` of Algorithm 2 with
+    coordinate features and its probability ``q_i / D``: ``(values, probabilities)``."""
+    absa = np.abs(alpha)
+    total = absa.sum()
+    values = total * np.sign(alpha)[:, None] * X[: len(alpha)] * x[None, :]
+    probs = (absa / total)[:, None] * np.full_like(values, 1.0 / X.shape[1])
+    return values.ravel(), probs.ravel()
+
+
+def mean_moments(values, probs, m):
+    """Mean, variance and fourth central moment of the mean of ``m`` iid samples of the
+    discrete law, exactly (from the sample's own: ``mu4 = (k4 + 3 (m - 1) s^4) / m^3``)."""
+    mu = float(np.dot(probs, values))
+    var1 = float(np.dot(probs, (values - mu) ** 2))
+    k4 = float(np.dot(probs, (values - mu) ** 4))
+    return mu, var1 / m, (k4 + 3 * (m - 1) * var1**2) / m**3
+
+
+def var_se(var, mu4, n):
+    """Standard error of the sample variance (``n - 1`` in the denominator) of ``n`` iid draws
+    with variance ``var`` and fourth central moment ``mu4``."""
+    return math.sqrt((mu4 - (n - 3) / (n - 1) * var**2) / n)
+
+
+def replicate(alpha, X, points, fmap, m, draws, seeds, copies):
+    """``len(seeds) * copies`` independent estimates of every point (``(R, points)``): every row
+    of a call draws its own samples, and every seed is a call."""
+    rows = np.repeat(points, copies, axis=0)
+    out = []
+    for s in seeds:
+        est = KernelExpansion(alpha).predict_estimated(
+            X, rows, fmap, m, np.random.default_rng(s), draws=draws
+        )
+        out.append(est.reshape(len(points), copies).T)
+    return np.concatenate(out)
+
+
+def law_setting(D: int = 25, n: int = 40, n_points: int = 6):
+    """A fixed alpha (skewed, with zeros and both signs), stored rows and eval points."""
+    rng = np.random.default_rng(11)
+    X = np.maximum(rng.standard_normal((n, D)), 0.0)
+    alpha = rng.standard_normal(n) * 0.3 ** rng.integers(0, 4, n)
+    alpha[[2, 9, 17]] = 0.0
+    return alpha, X, np.maximum(rng.standard_normal((n_points, D)), 0.0)
+
+
+def test_the_stream_has_algorithm_2s_mean_and_variance():
+    """Coordinate features, R = 4 000 estimates a point with m = 64: the mean within Z standard
+    errors of the exact ``sum_i alpha_i x_i . x / D`` (its error ``sqrt(Var(E) / R)``, exact),
+    and the sample variance within Z standard errors of the exact ``Var(E) = Var(Z) / m``
+    (the error of a sample variance from the fourth moment of ``E``, exact too)."""
+    alpha, X, points = law_setting()
+    m, R = 64, 4000
+    est = replicate(alpha, X, points, Coordinate(X.shape[1]), m, NEW, range(4), R // 4)
+    for p, x in enumerate(points):
+        values, probs = coordinate_law(alpha, X, x)
+        mu, var, mu4 = mean_moments(values, probs, m)
+        assert mu == pytest.approx(float(alpha @ X @ x) / X.shape[1], rel=1e-12)
+        z_mean = (est[:, p].mean() - mu) / math.sqrt(var / R)
+        z_var = (est[:, p].var(ddof=1) - var) / var_se(var, mu4, R)
+        assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
+
+
+def test_the_stream_agrees_with_the_multinomial_stream():
+    """Two samples of R = 4 000 estimates a point, ``inverse_cdf_v1`` and ``multinomial`` (other
+    seeds): their means differ by less than Z standard errors of the difference (``sqrt(2
+    Var(E) / R)``), their variances by less than Z standard errors of the difference of two
+    sample variances."""
+    alpha, X, points = law_setting()
+    m, R = 64, 4000
+    fmap = Coordinate(X.shape[1])
+    new = replicate(alpha, X, points, fmap, m, NEW, range(4), R // 4)
+    old = replicate(alpha, X, points, fmap, m, MULTINOMIAL, range(10, 14), R // 4)
+    for p, x in enumerate(points):
+        _, var, mu4 = mean_moments(*coordinate_law(alpha, X, x), m)
+        z_mean = (new[:, p].mean() - old[:, p].mean()) / math.sqrt(2 * var / R)
+        dvar = new[:, p].var(ddof=1) - old[:, p].var(ddof=1)
+        z_var = dvar / (math.sqrt(2) * var_se(var, mu4, R))
+        assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
+
+
+def test_the_relu_stream_estimates_the_arc_cosine_kernel():
+    """ReLU features (the compiled ``drawn_estimates`` where numba runs): the mean of R = 3 000
+    estimates a point within Z standard errors (from the sample) of the exact
+    ``sum_i alpha_i k(x_i, x)``, and the two streams' means and variances within Z standard
+    errors of their differences (the variance's from the samples' fourth moments)."""
+    alpha, X, points = law_setting(D=8, n=30, n_points=4)
+    fmap, m, R = ReLU(8), 32, 3000
+    exact = fmap.kernel(points, X[: len(alpha)]) @ alpha
+    new = replicate(alpha, X, points, fmap, m, NEW, range(3), R // 3)
+    old = replicate(alpha, X, points, fmap, m, MULTINOMIAL, range(10, 13), R // 3)
+    for p in range(len(points)):
+        a, b = new[:, p], old[:, p]
+        assert abs(a.mean() - exact[p]) < Z * a.std(ddof=1) / math.sqrt(R), p
+        z_mean = (a.mean() - b.mean()) / math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / R)
+        se_var = [var_se(v.var(ddof=1), np.mean((v - v.mean()) ** 4), R) for v in (a, b)]
+        z_var = (a.var(ddof=1) - b.var(ddof=1)) / math.hypot(*se_var)
+        assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
+
+
+def test_the_indices_are_drawn_with_q():
+    """Step 2 on 400 000 uniforms: the frequency of every stored example against ``q``
+    (chi-square, examples with an expected count below 5 pooled), p-value above 1e-6; and
+    never an example with ``q_l = 0``."""
+    alpha, _, _ = law_setting()
+    absa = np.abs(alpha)
+    q = absa / absa.sum()
+    table = InverseCdf(q, 400_000)
+    counts = np.bincount(table(np.random.default_rng(8).random(400_000)), minlength=len(q))
+    assert (counts[q == 0.0] == 0).all()
+    expected = 400_000 * q
+    big = expected >= 5
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] == 0.0:
+        obs, exp = obs[:-1], exp[:-1]
+    chi2 = float(((obs - exp) ** 2 / exp).sum())
+    assert stats.chi2.sf(chi2, len(obs) - 1) > 1e-6
+
+
+# ---- the config key ----------------------------------------------------------------------------
+
+
+def small_config(**evaluation) -> dict:
+    from conftest import tiny_config
+
+    cfg = tiny_config()
+    cfg["dataset"]["D"] = 20
+    cfg["repetitions"] = 1
+    cfg["evaluation"] = {"m_test": 40, "curve_points": 5, **evaluation}
+    return cfg
+
+
+def test_the_default_is_not_stored_and_changes_no_cell_or_digest():
+    plain = C.resolve(small_config())
+    spelled = C.resolve(small_config(estimate_draws=MULTINOMIAL))
+    assert plain.as_dict() == spelled.as_dict()
+    assert "estimate_draws" not in plain.as_dict()["evaluation"]
+    assert plain.evaluation.estimate_draws == MULTINOMIAL
+    for a, b in zip(C.cells(plain), C.cells(spelled), strict=True):
+        assert a.id == b.id and C.record_digest(plain, a) == C.record_digest(spelled, b)
+
+
+def test_another_stream_is_recorded_and_changes_every_digest_not_the_cells():
+    """Set, the key is in the resolved config and in every record's digest (a results directory
+    of the other stream is not resumed); the cells, their ids and seeds (the training pass) stay
+    the same."""
+    plain = C.resolve(small_config())
+    new = C.resolve(small_config(estimate_draws=NEW))
+    assert new.as_dict()["evaluation"]["estimate_draws"] == NEW
+    assert new.evaluation.estimate_draws == NEW
+    for a, b in zip(C.cells(plain), C.cells(new), strict=True):
+        assert a.id == b.id and a.seed_key == b.seed_key
+        assert C.record_digest(plain, a) != C.record_digest(new, b)
+
+
+@pytest.mark.parametrize("kernel", ["exact", "free"])
+def test_only_the_algorithm_2_columns_move(kernel):
+    """A cell run with each stream: the training pass and every exact column are equal; the
+    Algorithm-2 columns (``test_loss_estimated``, ``val_loss_estimated``, the ``m_test_sweep``
+    column; under ``kernel: free`` also the scored losses) differ, and are close."""
+    from ilnrun.cell import run_cell, sweep_column
+
+    rows = {}
+    for draws in DRAWS:
+        cfg = small_config(estimate_draws=draws, m_test_sweep=[30], kernel=kernel)
+        del cfg["methods"]["kernel_ogd"]  # (it needs the kernel)
+        exp = C.resolve(cfg)
+        cell = next(c for c in C.cells(exp) if c.method == "shrinking_gradient")
+        rows[draws] = run_cell(exp, cell)["row"]
+    old, new = rows[MULTINOMIAL], rows[NEW]
+    moved = {"test_loss_estimated", "val_loss_estimated", "test_nmse_estimated", sweep_column(30)}
+    if kernel == "free":
+        moved |= {"val_loss", "test_loss", "test_nmse", "test_loss_subset", "test_loss_avg"}
+    for key in old:
+        if key in ("wall_s", "eval_s"):
+            continue
+        if key in moved:
+            assert old[key] != new[key] and new[key] == pytest.approx(old[key], rel=0.5), key
+        else:
+            assert old[key] == new[key] or (old[key] != old[key] and new[key] != new[key]), key
+
+
+def test_a_run_with_the_stream_and_its_resume(tmp_path):
+    """``--set evaluation.estimate_draws=inverse_cdf_v1`` runs; the same command resumes; the
+    config without it is refused there, naming the key (exit 2), and ``--extend`` runs every
+    cell again (their digests differ: no record of the other stream is kept)."""
+    from conftest import invoke, refused, write_config
+
+    path = write_config(tmp_path / "c.yaml", small_config())
+    out = tmp_path / "out"
+    res = invoke(["run", path, "--out", out, "-q", "--set", f"evaluation.estimate_draws={NEW}"])
+    assert res.exit_code == 0, res.output
+    res = invoke(["run", path, "--out", out, "--set", f"evaluation.estimate_draws={NEW}"])
+    assert res.exit_code == 0 and "resumed" in res.output, res.output
+    refused(invoke(["run", path, "--out", out, "-q"]), "evaluation.estimate_draws")
+    res = invoke(["run", path, "--out", out, "--extend"])
+    assert res.exit_code == 0 and "(0 resumed)" in res.output, res.output
+
+
+def test_a_cell_of_the_stream_is_reproduced_from_python(tmp_path):
+    """``ilnrun.load(R).cell(id)``: the estimator of a cell run with ``inverse_cdf_v1`` takes
+    the stream, so its Algorithm-2 test loss and the whole row come back bit for bit."""
+    from conftest import invoke, write_config
+
+    import ilnrun
+
+    path = write_config(tmp_path / "c.yaml", small_config(estimate_draws=NEW))
+    res = invoke(["run", path, "--out", tmp_path / "out", "-q"])
+    assert res.exit_code == 0, res.output
+    loaded = ilnrun.load(tmp_path / "out")
+    sg = loaded.runs[loaded.runs["method"] == "shrinking_gradient"]
+    c = loaded.cell(sg["cell_id"].iloc[0])
+    est = c.estimator().fit(c.X_train, c.y_train)
+    assert est.get_params()["estimate_draws"] == NEW
+    n = min(200, len(c.y_test))
+    est.set_params(predict_mode="estimated")
+    alg2 = float(0.5 * np.mean((est.predict(c.X_test[:n]) - c.y_test[:n]) ** 2))
+    assert alg2 == c.row["test_loss_estimated"]
+    est.set_params(predict_mode="exact")
+    assert c.differences(est) == {}
+
+
+def test_validate_counts_the_cheaper_stream():
+    """``ilnrun validate``'s seconds: the Algorithm-2 part at the stream's measured weight."""
+    from ilnrun import cost
+
+    def sg_seconds(**evaluation) -> float:
+        work = cost.Workload.of(C.resolve(small_config(**evaluation)))
+        return max(e.seconds for e in cost.estimates(work) if e.method == "shrinking_gradient")
+
+    assert cost.ESTIMATE_DRAW_WEIGHT[MULTINOMIAL] == 4
+    assert set(cost.ESTIMATE_DRAW_WEIGHT) == set(DRAWS)
+    assert sg_seconds(estimate_draws=NEW) < sg_seconds()
+
+
+def test_the_estimator_takes_the_stream():
+    from ilnrun.estimators import ShrinkingGradientRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 5)), rng.uniform(-1, 1, 40)
+    kw = dict(feature_map="coordinate", predict_mode="estimated", m_test=20_000, random_state=3)
+    old = ShrinkingGradientRegressor(**kw).fit(X, y)
+    new = ShrinkingGradientRegressor(estimate_draws=NEW, **kw).fit(X, y)
+    exact = ShrinkingGradientRegressor(**{**kw, "predict_mode": "exact"}).fit(X, y)
+    assert old.get_params()["estimate_draws"] == MULTINOMIAL
+    np.testing.assert_array_equal(old.online_losses_, new.online_losses_)
+    a, b = old.predict(X[:10]), new.predict(X[:10])
+    # the same pass, other draws: both near the exact predictions (measured within 0.04)
+    assert not np.array_equal(a, b) and np.allclose(b, exact.predict(X[:10]), atol=0.2)
+    with pytest.raises(ValueError, match="estimate_draws"):
+        ShrinkingGradientRegressor(estimate_draws="iid", **kw).fit(X, y)
+
+
+def test_architecture_keeps_the_stream_names_in_one_place():
+    """The streams are named in ``estimate_draws`` (and the config's choices come from there)."""
+    from ilnrun.config.keys import ESTIMATE_DRAWS
+
+    assert ESTIMATE_DRAWS.choices == DRAWS and ESTIMATE_DRAWS.default == MULTINOMIAL
+    assert base.MULTINOMIAL == MULTINOMIAL
