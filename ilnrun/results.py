@@ -540,10 +540,53 @@ def sealed_line(record: dict) -> bytes:
     ``json.loads``. Any other record is sealed as :func:`seal` does."""
     if not record or VALUES_KEY in record or not _string_keys(record):
         return (json.dumps(seal(record), allow_nan=True) + "\n").encode()
-    text = json.dumps(record, allow_nan=True)
-    canonical = json.dumps(record, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    texts = _curve_texts(record.get("curve"))
+    if texts is None:
+        text = json.dumps(record, allow_nan=True)
+        canonical = json.dumps(record, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    else:  # the same two texts, the curve's numbers formatted once for both
+        text = (
+            "{"
+            + ", ".join(
+                f"{json.dumps(k)}: {texts[0] if k == 'curve' else json.dumps(v, allow_nan=True)}"
+                for k, v in record.items()
+            )
+            + "}"
+        )
+        canonical = (
+            "{"
+            + ",".join(
+                f"{json.dumps(k)}:{texts[1] if k == 'curve' else _canonical(record[k])}"
+                for k in sorted(record)
+            )
+            + "}"
+        )
     value = hashlib.sha256(canonical.encode()).hexdigest()
     return f'{text[:-1]}, "{VALUES_KEY}": "{value}"}}\n'.encode()
+
+
+def _canonical(value: object) -> str:
+    """The canonical JSON of ``value`` (sorted keys, no spaces: :func:`values_digest`'s)."""
+    return json.dumps(value, sort_keys=True, allow_nan=True, separators=(",", ":"))
+
+
+def _curve_texts(curve: object) -> tuple[str, str] | None:
+    """A record's curve, ``{name: [numbers]}``, as ``json.dumps`` writes it and as its canonical
+    JSON (sorted names, no spaces), each list's numbers formatted once: a list of plain numbers
+    (JSON numbers, ``NaN``, ``Infinity``: no comma among their characters) is its compact text
+    with ``", "`` for ``","``. ``None`` for anything else (then encoded as a whole)."""
+    if type(curve) is not dict:
+        return None
+    compact = {}
+    for name, values in curve.items():
+        if type(name) is not str or type(values) is not list:
+            return None
+        if not _JSON_NUMBERS.issuperset(map(type, values)):
+            return None
+        compact[name] = json.dumps(values, allow_nan=True, separators=(",", ":"))
+    spaced = ", ".join(f"{json.dumps(k)}: {t.replace(',', ', ')}" for k, t in compact.items())
+    canonical = ",".join(f"{json.dumps(k)}:{compact[k]}" for k in sorted(compact))
+    return "{" + spaced + "}", "{" + canonical + "}"
 
 
 _CONTAINERS = (dict, list, tuple)

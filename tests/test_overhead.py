@@ -252,6 +252,14 @@ RECORDS = [
     {"id": "e", "row": {"1": "a", 1: "b"}},
     {"id": "f", "values_sha256": "stale", "row": {}},
     {},
+    # curves formatted once for both texts: every kind of JSON number; and curves that are not
+    # lists of plain numbers (encoded whole)
+    {"id": "g", "row": {"a": 1}, "curve": {"t": [1, 10**20, -3], "z": [math.nan, math.inf,
+     -math.inf, -0.0, 1e-05, 1.5e300, 0.1], "é,: ": [], "a": [2.5]}, "timeout_s": 3.5},
+    {"id": "h", "row": {}, "curve": {"t": [1, None], "v": ["a, b"]}},
+    {"id": "i", "row": {}, "curve": {"t": [True, 2], "v": (1.5, 2.5)}},
+    {"id": "j", "row": {}, "curve": {"t": [np.float64(0.1), 2]}},
+    {"id": "k", "row": {}, "curve": [1, 2]},
 ]  # fmt: skip
 
 
