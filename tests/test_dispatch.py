@@ -26,6 +26,20 @@ def test_chunks_keep_order_and_one_instance_per_task():
     assert len(parts) == sum(-(-n // 32) for n in per_instance.values())
 
 
+def test_an_instance_whose_cells_are_short_is_one_task():
+    """figure1_paper_grid: the 160 cells of T = 200 of an instance (32 000 rounds) are one task,
+    so one worker builds the instance; figure1's 1 264 (252 800 rounds) are cut as before."""
+    cells = C.cells(C.load("configs/figure1_paper_grid.yaml"))
+    parts = chunks(cells, 2)
+    per_instance = Counter(json.dumps(c.data_key, sort_keys=True) for c in cells)
+    assert len(parts) == len(per_instance) == 60
+    assert [len(p) for p in parts] == list(per_instance.values())
+    assert [c.id for p in parts for c in p] == [c.id for c in cells]
+    assert max(sum(c.data["T"] for c in p) for p in parts) <= local.INSTANCE_ROUNDS
+    # a run too short for whole instances to keep both workers busy is cut by the cap
+    assert all(len(p) <= 100 // (4 * 2) for p in chunks(cells[:100], 2))
+
+
 def test_short_runs_and_long_cells_get_one_cell_per_task():
     cells = _figure1_cells()
     assert [len(p) for p in chunks(cells[:10], 2)] == [1] * 10

@@ -45,6 +45,7 @@ from ..threads import threads_per_cell
 
 __all__ = [
     "CHUNK_ROUNDS",
+    "INSTANCE_ROUNDS",
     "Progress",
     "chunks",
     "execute_local",
@@ -59,6 +60,10 @@ __all__ = [
 # training rounds (summed over a task's cells) above which a task is not made longer: figure1's
 # cells (T = 200) go 32 to a task (~0.1-0.4 s of work), cells of T >= 3 200 one to a task
 CHUNK_ROUNDS = 6400
+# ... unless all the cells of a dataset instance take at most this many rounds: they are then
+# one task, so one worker builds the instance (figure1_paper_grid's 160 cells of T = 200: each
+# of 2 workers built all 60 instances when the 5 tasks of an instance went to either)
+INSTANCE_ROUNDS = 1 << 16
 # joblib's warning when a run's generator of results is closed with tasks done but not read or
 # still in flight ("4 tasks which were still being processed by the workers have been cancelled")
 CANCELLED_WARNING = r"\d+ tasks (have been successfully executed|which were still being processed)"
@@ -150,25 +155,41 @@ def _rounds(cell: Cell) -> int:
 
 def chunks(pending: list[Cell], jobs: int) -> list[list[Cell]]:
     """``pending`` cut into worker tasks, in order: runs of consecutive cells of one dataset
-    instance (same ``data_key``), each at most ``CHUNK_ROUNDS // T`` cells (at least one), and
-    at most ``len(pending) / (4 jobs)`` cells so that a short run still keeps every worker busy
-    to its end. A task of two cells or more never ends between two ``average`` twins
+    instance (same ``data_key``), and at most ``len(pending) / (4 jobs)`` cells so that a short
+    run still keeps every worker busy to its end. Within that, the consecutive cells of an
+    instance are one task when they take at most :data:`INSTANCE_ROUNDS` training rounds in all
+    (the instance is then built by one worker); otherwise tasks of at most ``CHUNK_ROUNDS // T``
+    cells (at least one). A task of two cells or more never ends between two ``average`` twins
     (:func:`~ilnrun.cell.twins`, which :func:`~ilnrun.cell.run_cells` runs from one pass): the
     first of them starts the next task instead."""
     cap = max(1, len(pending) // (4 * max(1, jobs)))
     out: list[list[Cell]] = []
+    for run in _instance_runs(pending):
+        whole = sum(_rounds(c) for c in run) <= INSTANCE_ROUNDS and len(run) <= cap
+        start = len(out)
+        for c in run:
+            size = len(run) if whole else max(1, min(cap, CHUNK_ROUNDS // _rounds(c)))
+            if len(out) > start and len(out[-1]) < size:
+                out[-1].append(c)
+            elif len(out) > start and len(out[-1]) >= 2 and twins(out[-1][-1], c):
+                out.append([out[-1].pop(), c])
+            else:
+                out.append([c])
+    return out
+
+
+def _instance_runs(pending: list[Cell]) -> list[list[Cell]]:
+    """``pending`` as runs of consecutive cells of one dataset instance (same ``data_key``)."""
+    runs: list[list[Cell]] = []
     key = None
     for c in pending:
         k = json.dumps(c.data_key, sort_keys=True)
-        size = max(1, min(cap, CHUNK_ROUNDS // _rounds(c)))
-        if out and k == key and len(out[-1]) < size:
-            out[-1].append(c)
-        elif out and k == key and len(out[-1]) >= 2 and twins(out[-1][-1], c):
-            out.append([out[-1].pop(), c])
+        if runs and k == key:
+            runs[-1].append(c)
         else:
-            out.append([c])
+            runs.append([c])
             key = k
-    return out
+    return runs
 
 
 def warm_up(exp: Experiment, pending: list[Cell], on_record) -> list[Cell]:
