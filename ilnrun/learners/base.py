@@ -213,7 +213,7 @@ class KernelExpansion:
         ``w_k`` are iid and independent of ``i``, so the estimate has exactly Algorithm 2's
         distribution, while the sorted gathers are cache-friendly. ``inverse_cdf_v1``: the
         ``i`` by inverse-CDF sampling of iid uniforms, in draw order
-        (``estimate_draws.estimate``, faster).
+        (``inverse_cdf_kernels.estimate``, faster).
 
         Compiled where that is faster (:meth:`estimate_compiled`: ReLU, Fourier and random-net
         maps; :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`):
@@ -229,7 +229,9 @@ class KernelExpansion:
         chunk_pairs = max(1, chunk_pairs // fmap.depth)
         if draws != MULTINOMIAL:
             law = self._sampling()
-            return estimate_draws.estimate(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
+            from . import inverse_cdf_kernels
+
+            return inverse_cdf_kernels.estimate(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
         if type(rng) is np.random.Generator:
             if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
                 run = self.estimate_coordinate

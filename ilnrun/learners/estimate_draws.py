@@ -168,29 +168,3 @@ def estimate_numpy(
                 prod = sgn[idx] * fmap.pairs(X_train, idx, w) * fmap.pairs(X_eval, pts, w)
             out[r0:r1] = total * prod.reshape(r1 - r0, m).mean(axis=1)
     return out
-
-
-def estimate(
-    total: float,
-    q: np.ndarray | None,
-    sgn: np.ndarray | None,
-    X_train: np.ndarray,
-    X_eval: np.ndarray,
-    fmap,
-    m: int,
-    rng: np.random.Generator,
-    chunk_pairs: int,
-) -> np.ndarray:
-    """:func:`estimate_numpy`'s numbers, compiled where the compiled code runs and agrees with
-    this numpy build (``inverse_cdf_kernels.use_compiled``: numba there and trusted for the map;
-    coordinate features drawing from numpy's PCG64 with ``2 <= D < 2**32``; ReLU, Fourier and
-    random-net maps from any ``np.random.Generator``), else numpy."""
-    if total == 0.0 or len(X_eval) == 0:
-        return np.zeros(len(X_eval))
-    if type(rng) is np.random.Generator:
-        from . import inverse_cdf_kernels as compiled
-
-        run = compiled.runner(fmap, X_train, X_eval, rng)
-        if run is not None:
-            return run(total, q, sgn, X_train, X_eval, fmap, int(m), rng, chunk_pairs)
-    return estimate_numpy(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs)

@@ -228,3 +228,27 @@ def agrees(fmap, run) -> bool:
         if not np.array_equal(e0, e1) or want.random() != got.random():
             return False
     return True
+
+
+def estimate(
+    total: float,
+    q: np.ndarray | None,
+    sgn: np.ndarray | None,
+    X_train: np.ndarray,
+    X_eval: np.ndarray,
+    fmap,
+    m: int,
+    rng: np.random.Generator,
+    chunk_pairs: int,
+) -> np.ndarray:
+    """:func:`estimate_numpy`'s numbers, compiled where the compiled code runs and agrees with
+    this numpy build (:func:`runner`: numba there and trusted for the map;
+    coordinate features drawing from numpy's PCG64 with ``2 <= D < 2**32``; ReLU, Fourier and
+    random-net maps from any ``np.random.Generator``), else numpy."""
+    if total == 0.0 or len(X_eval) == 0:
+        return np.zeros(len(X_eval))
+    if type(rng) is np.random.Generator:
+        run = runner(fmap, X_train, X_eval, rng)
+        if run is not None:
+            return run(total, q, sgn, X_train, X_eval, fmap, int(m), rng, chunk_pairs)
+    return estimate_numpy(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs)
