@@ -152,11 +152,11 @@ def _cache_class() -> type:
     class CheckedCache(FunctionCache):
         """A function's cache whose damaged files are rebuilt and whose saves are locked."""
 
-        def __init__(self, py_func: Callable) -> None:
+        def __init__(self, py_func: Callable, suffix: str = SUFFIX) -> None:
             super().__init__(py_func)
             self._cache_file = CheckedFile(
                 cache_path=self._cache_path,
-                filename_base=self._impl.filename_base + SUFFIX,
+                filename_base=self._impl.filename_base + suffix,
                 source_stamp=self._impl.locator.get_source_stamp(),
             )
 
@@ -212,21 +212,69 @@ def _cache_class() -> type:
     return CheckedCache
 
 
-def jit(f: Callable, **options) -> Callable:
-    """``numba.njit(**options)(f)`` whose compiled code is cached on disk with
+# numba's options of every kernel, unless a kernel sets its own:
+# - the same options for all, each set explicitly: numba compiles its own implementations
+#   (``np.empty``, ``min``, ``np.dot``, a generator's methods) once for each set of options of
+#   the functions that call them, and a function compiled from another one takes that one's
+#   ``error_model`` and ``forceinline`` unless it sets its own; kernels whose options differed
+#   compiled numba's implementations again (tenths of a second each, in a first compilation),
+#   and a kernel's code depended on which caller compiled it first;
+# - ``nogil``: the kernels release the GIL while they run (they touch no Python object; a
+#   threaded pass needs it of its main function);
+# - ``error_model="python"``: numba's default (a division by zero raises ZeroDivisionError);
+# - no C-callable wrapper (``no_cfunc_wrapper``): it serves only functions passed as values
+#   (numba's first-class functions), which no kernel is; numba built one for every kernel.
+OPTIONS = {"nogil": True, "error_model": "python", "forceinline": False, "no_cfunc_wrapper": True}
+
+
+def jit(
+    f: Callable, *, internal: bool = False, python: Callable | None = None, **options
+) -> Callable:
+    """``numba.njit(**OPTIONS, **options)(f)`` whose compiled code is cached on disk with
     :class:`CheckedCache` (see the module's docstring); compiled in memory in each process where
-    numba finds no cache directory for ``f`` (nothing writable)."""
+    numba finds no cache directory for ``f`` (nothing writable).
+
+    ``internal``: ``f`` is called from compiled code only, and is compiled without numba's
+    CPython wrapper (``no_cpython_wrapper``: the code that unboxes Python arguments, for a
+    small kernel several times its own code, and most of what a first compilation of it costs).
+    Its compiled callers carry its code; called from Python (the tests do), it runs a twin
+    compiled with a wrapper (:func:`_internal_class`), or ``python`` where given (a Python
+    function computing the same: the numpy code that shares a function with compiled code)."""
     import numba
 
+    options = {**OPTIONS, **options}
+    if internal:
+        twin = python or jit(f, _suffix=SUFFIX + "py", **options)
+        options["no_cpython_wrapper"] = True
+    suffix = options.pop("_suffix", SUFFIX)
     dispatcher = numba.njit(**options)(f)
+    if internal:
+        dispatcher.__class__ = _internal_class(type(dispatcher))
+        dispatcher._python_twin = twin
     try:
-        cache = _cache_class()(dispatcher.py_func)
+        cache = _cache_class()(dispatcher.py_func, suffix)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         return _uninterrupted(dispatcher)
     except (ImportError, AttributeError, TypeError):  # a numba whose cache classes differ
+        if internal:  # (no twin's cache apart from this one's)
+            options.pop("no_cpython_wrapper")
         return _uninterrupted(numba.njit(cache=True, **options)(f))
     dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
     return _uninterrupted(dispatcher)
+
+
+@functools.cache
+def _internal_class(base: type) -> type:
+    """The class of an internal kernel's dispatcher (:func:`jit`): numba's ``base`` whose calls
+    from Python go to the kernel's twin compiled with a CPython wrapper (numba would call the
+    missing wrapper: a crash)."""
+
+    class Internal(base):
+        def __call__(self, *args, **kwargs):
+            return self._python_twin(*args, **kwargs)
+
+    Internal.__name__ = Internal.__qualname__ = f"Internal{base.__name__}"
+    return Internal
 
 
 def _uninterrupted(dispatcher):

@@ -1,8 +1,10 @@
 """What a first compilation compiles (docs/algorithms.md §1.9): each of ilnrun's kernels once, for
-one signature, never for a constant argument's value; no shape-mismatch error (numba compiles
-its message formatting for every array assigned to a slice); no random-net code for ReLU
-features. Checked on an empty compilation cache, in a fresh interpreter, with numba's own
-record of what it compiles (no time is measured)."""
+one signature, never for a constant argument's value; none of numba's own functions twice for
+one signature (kernels whose numba options differ compile them again); no shape-mismatch error
+(numba compiles its message formatting for every array assigned to a slice); no random-net
+code and no coordinate draws for ReLU features; no CPython wrapper for a kernel that only
+compiled code calls. Checked on an empty compilation cache, in a fresh interpreter, with
+numba's own record of what it compiles (no time is measured)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 from ilnrun.learners import shrinking_gradient_kernels as kernels
 
 ROOT = Path(__file__).resolve().parent.parent
+HELPERS = ("copy_into", "add_scaled", "sub_scaled", "scale_by", "divide_by")
 
 # Every compiled pass a ReLU run uses: Shrinking Gradient (final and averaged, its Algorithm-2
 # estimates), Doubly SGD, Fixed-Random by SGD and by ridge (primal and dual).
@@ -29,15 +32,19 @@ from ilnrun.learners import LEARNERS, load_native
 from ilnrun.numeric_env import one_thread
 
 compiled = []
+stack = []
 
 class Record(event.Listener):
     def on_start(self, ev):
-        pass
+        d = ev.data.get("dispatcher")
+        f = getattr(d, "py_func", None)
+        stack.append(f"{f.__module__}.{f.__qualname__}" if f is not None else "?")
 
     def on_end(self, ev):
-        f = getattr(ev.data.get("dispatcher"), "py_func", None)
-        name = f"{f.__module__}.{f.__qualname__}" if f is not None else "?"
-        compiled.append((name, str(ev.data.get("args"))))
+        d = ev.data.get("dispatcher")
+        name = stack.pop()
+        wrapper = not getattr(d, "targetoptions", {}).get("no_cpython_wrapper", False)
+        compiled.append((name, str(ev.data.get("args")), stack[-1] if stack else "", wrapper))
 
 event.register("numba:compile", Record())
 load_native()
@@ -71,14 +78,33 @@ def test_a_relu_run_compiles_each_kernel_once(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     compiled = json.loads(proc.stdout.strip().splitlines()[-1])
-    ours = [(name, args) for name, args in compiled if name.startswith("ilnrun.")]
+    ours = [(name, args) for name, args, _, _ in compiled if name.startswith("ilnrun.")]
     names = [name for name, _ in ours]
     assert "ilnrun.learners.shrinking_gradient_kernels.sg_rounds" in names  # compiled here
-    kernels_ = [n for n in names if "<locals>" not in n]  # (an overload's copies aside)
+    # (an overload's copies aside, and the ridge solver's array helpers: one copy for rows,
+    # contiguous, and one for columns, strided)
+    per_layout = {f"ilnrun.learners.random_feature_kernels._{h}" for h in HELPERS}
+    kernels_ = [n for n in names if "<locals>" not in n and n not in per_layout]
     twice = sorted({n for n in kernels_ if kernels_.count(n) > 1})
     assert twice == [], f"compiled for more than one signature: {twice}"
     literal = [(n, a) for n, a in ours if "Literal[" in a]
     assert literal == [], f"compiled for a constant argument: {literal}"
-    shape_errors = [n for n, _ in compiled if "raise_with_shape_context" in n]
+    # numba's functions called by the kernels: once each (numba's own calls among themselves
+    # aside: numba compiles a few of them twice, whatever the kernels do)
+    called = [(n, a) for n, a, parent, _ in compiled if parent.startswith("ilnrun.")]
+    again = sorted(
+        {f"{n}{a}" for n, a in called if n.startswith("numba.") and called.count((n, a)) > 1}
+    )
+    assert again == [], f"numba's functions compiled again: {again}"
+    shape_errors = [n for n, _, _, _ in compiled if "raise_with_shape_context" in n]
     assert shape_errors == [], "an array assigned to a slice in compiled code"
     assert not any(n.endswith(".net_point") for n in names), "random-net code for ReLU features"
+    coordinate = [n for n, _, _, _ in compiled if "integers" in n]
+    assert coordinate == [], "coordinate draws for ReLU features"
+    # a kernel compiled from another one only (all of them, in this run, but the passes that
+    # Python calls) has no CPython wrapper (compiled_cache.jit(internal=True))
+    wrapped = sorted(
+        {n for n, _, parent, wrapper in compiled if n.startswith("ilnrun.")
+         and parent.startswith("ilnrun.") and wrapper and "<locals>" not in n}
+    )  # fmt: skip
+    assert wrapped == [], f"a CPython wrapper for kernels compiled code calls: {wrapped}"

@@ -52,13 +52,13 @@ CHAIN = 16  # probabilities px_x kept per set-up
 # numpy's binomial and multinomial
 
 
-@_njit
+@_njit(internal=True)
 def binomial_btpe(rng, n, p):
     """``Binomial(n, p)`` for ``p <= 0.5``, ``n p > 30`` by BTPE, as numpy's
     ``random_binomial_btpe``: the triangle, parallelogram and two exponential tails, accepted by
     the explicit ratio when ``y`` is near the mode and by the squeeze and Stirling's bound
     otherwise. The result is ``n - y`` when ``p > 0.5`` (never, as called here)."""
-    r = min(p, 1.0 - p)
+    r = (1.0 - p) if (1.0 - p) < p else p  # min(p, 1 - p) (written out: see kernels.ZERO)
     q = 1.0 - r
     fm = n * r + r
     m = np.int64(math.floor(fm))
@@ -150,7 +150,7 @@ def binomial_btpe(rng, n, p):
     return y
 
 
-@_njit
+@_njit(internal=True)
 def binomial_inversion(rng, n, p, q, bound, chain, filled):
     """``Binomial(n, p)`` by inversion, as numpy's ``random_binomial_inversion``: ``U`` uniform,
     ``px_0 = P(X = 0) = q^n`` and ``px_x = ((n - x + 1) p px_{x-1}) / (x q)`` subtracted from
@@ -251,14 +251,16 @@ def multinomial_rows(rng, n, p, r, logq, keys, bounds, filled, chains, out):
             out[row, d - 1] = dn
 
 
-@_njit
 def multinomial(rng, n, pvals, rows):
     """``rng.multinomial(n, pvals, size=rows)``: the same counts, the generator left in the same
-    state (``pvals`` used as given: no checks)."""
+    state (``pvals`` used as given: no checks). The compiled functions :func:`coordinate_estimates`
+    calls, called from Python: nothing is compiled for it alone (the self-check :func:`agrees`
+    calls it in every process)."""
+    pvals = np.ascontiguousarray(pvals, dtype=np.float64)
     p, r, logq = category_laws(pvals)
     keys, bounds, filled, chains = new_setups(len(pvals))
     out = np.empty((rows, len(pvals)), np.int64)
-    multinomial_rows(rng, n, p, r, logq, keys, bounds, filled, chains, out)
+    multinomial_rows(rng, int(n), p, r, logq, keys, bounds, filled, chains, out)
     return out
 
 
@@ -279,7 +281,7 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
     d = len(q)
     p, r, logq = category_laws(q)
     keys, bounds, filled, chains = new_setups(d)
-    counts = np.empty((min(rows_per_chunk, n_eval), d), np.int64)
+    counts = np.empty((n_eval if n_eval < rows_per_chunk else rows_per_chunk, d), np.int64)
     signed = d * D <= n_eval * m
     if signed:
         train = np.empty(d * D)
@@ -292,7 +294,8 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
     key = np.empty(m, np.int64)
     sk = np.empty(m)
     for a in range(0, n_eval, rows_per_chunk):
-        b = min(n_eval, a + rows_per_chunk)
+        b = a + rows_per_chunk
+        b = n_eval if n_eval < b else b
         cnt = counts[: b - a]
         multinomial_rows(rng, m, p, r, logq, keys, bounds, filled, chains, cnt)
         W = kernels.draw_indices(rng, D, (b - a) * m)

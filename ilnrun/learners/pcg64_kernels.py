@@ -49,10 +49,13 @@ TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 MAX_BOUND = (1 << 32) - 1  # integers(0, d): d up to this (beyond it numpy draws 64-bit numbers)
 
 
-def _jit(f, **options):
-    """``numba.njit`` with ilnrun's on-disk cache; the plain function where numba is absent."""
+def _jit(f=None, **options):
+    """``numba.njit`` with ilnrun's on-disk cache; the plain function where numba is absent.
+    ``@_jit(internal=True)``: called from compiled code only (``compiled_cache.jit``)."""
+    if f is None:
+        return lambda g: _jit(g, **options)
     if numba is None:
-        return f
+        return options.get("python") or f
     return compiled_jit(f, **options)
 
 
@@ -144,7 +147,7 @@ def put_state(rng: np.random.Generator, pcg: np.ndarray) -> None:
 # steps and jumps
 
 
-@_jit
+@_jit(internal=True)
 def step(sh, sl, ih, il):
     """One step of the LCG: ``state * MULT + inc``."""
     return mul_add(sh, sl, _MH, _ML, ih, il)
@@ -163,7 +166,7 @@ def jump_table(ih, il):
     return jt
 
 
-@_jit
+@_jit(internal=True)
 def advance(sh, sl, jt, n):
     """The state ``n`` steps (``0 <= n < 2**63``) after ``(sh, sl)``."""
     sh, sl = np.uint64(sh), np.uint64(sl)
@@ -180,7 +183,7 @@ def advance(sh, sl, jt, n):
 # random(): doubles
 
 
-@_jit
+@_jit(internal=True)
 def doubles(sh, sl, ih, il, jt, scale, out, lo, hi):
     """``out[k] = random() * scale`` for ``k`` in ``lo .. hi - 1``: ``hi - lo`` calls of numpy's
     ``random()`` from state ``(sh, sl)``, each times ``scale``; returns the state after them.
@@ -216,7 +219,7 @@ def doubles(sh, sl, ih, il, jt, scale, out, lo, hi):
 # integers(0, d): bounded 32-bit draws
 
 
-@_jit
+@_jit(internal=True)
 def next32(sh, sl, ih, il, has, buf):
     """numpy's ``pcg64_next32``: the kept high half if there is one, else a step, its low half
     returned and its high half kept. Returns ``(sh, sl, has, buf, value)``."""
@@ -227,7 +230,7 @@ def next32(sh, sl, ih, il, has, buf):
     return sh, sl, _1, o >> _S32, o & _M32
 
 
-@_jit
+@_jit(internal=True)
 def bounded_one_by_one(sh, sl, ih, il, has, buf, d, out, lo, hi):
     """``out[lo:hi]`` as numpy's ``integers(0, d, hi - lo)`` draws them from the 32-bit stream
     at ``(sh, sl, has, buf)``, redraws included. Returns the stream after them and the 32-bit
@@ -249,7 +252,7 @@ def bounded_one_by_one(sh, sl, ih, il, has, buf, d, out, lo, hi):
     return sh, sl, has, buf, used
 
 
-@_jit
+@_jit(internal=True)
 def bounded(sh, sl, ih, il, has, buf, jt, d, out, lo, hi):
     """``out[lo:hi]``: ``integers(0, d, hi - lo)`` (``2 <= d <= MAX_BOUND``) from the 32-bit
     stream at ``(sh, sl, has, buf)``, two numbers a step in four lanes; where a number would be
@@ -302,7 +305,7 @@ def bounded(sh, sl, ih, il, has, buf, jt, d, out, lo, hi):
     return sh, sl, has, buf, used + (k0 - lo)
 
 
-@_jit
+@_jit(internal=True)
 def position32(sh, sl, has, buf, jt, n):
     """The 32-bit stream ``n`` numbers after ``(sh, sl, has, buf)``, no redraw among them
     (``has``/``buf`` as numpy leaves them: a kept high half, else the last one, used)."""

@@ -44,6 +44,7 @@ from .shrinking_gradient_kernels import (
     SQRT2,
     ZERO,
     _jit,
+    blas_dot,
     draw_gaussian,
     draw_indices,
     draw_phases,
@@ -58,110 +59,69 @@ kind_of = sgk.kind_of  # the compiled map of a feature map, or None
 
 # ----------------------------------------------------------------------------------------------
 # feature maps: the map is the type of the stores ``(W, b)`` — coordinate: ``W`` the indices
-# (int64), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
-# phases (1-D); random-net: ``W`` the hidden rows, ``b`` the output weights (2-D). numba
-# compiles a pass once per map, with that map's code only (a short first compile).
+# (int64, 1-D), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
+# phases (1-D); random-net: ``W`` the hidden rows, ``b`` the output weights (2-D). numba reads
+# ``W.ndim`` and ``b.ndim`` of a compiled function's arguments as constants and removes the
+# branches they rule out (and those on ``b is None`` where ``b`` is None) before it compiles:
+# :func:`features` and :func:`draws` are compiled once per map, with that map's code (a short
+# first compile), and inlined into the passes by LLVM (``forceinline``: as fast as the map's
+# code written into the pass; as a call, the Fourier and Fixed-Random passes ran ~12% slower).
 
 
+@_jit(forceinline=True, internal=True)
 def features(x, W, b, lo, hi, out):
     """``out[:hi - lo] = psi(x; w_j)`` for the stored ``w_lo .. w_{hi-1}`` (``FeatureMap.point``):
     coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``;
     random-net ``2 relu(v_j . relu(W_j x) / sqrt(h))``, with ``W x`` as numpy forms it (one row:
-    ``ddot``; more: ``gemv``). Compiled code only."""
-    raise NotImplementedError
+    ``ddot``; more: ``gemv``)."""
+    if W.ndim == 1:  # coordinate
+        for j in range(hi - lo):
+            out[j] = x[W[lo + j]]
+    elif b is None:  # ReLU
+        wx(x, W, lo, hi, out)
+        for j in range(hi - lo):
+            out[j] = SQRT2 * relu(out[j])
+    elif b.ndim == 2:  # random-net
+        net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
+    else:  # Fourier
+        wx(x, W, lo, hi, out)
+        for j in range(hi - lo):
+            out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
 
 
+@_jit(forceinline=True, internal=True)
 def draws(rng, d, k, sigma, W, b, lo):
     """Draw ``w_lo .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
     them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
     ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``;
-    random-net ``rng.standard_normal((k, h D + h))``, split into the stores. Compiled code
-    only."""
-    raise NotImplementedError
-
-
-def _coordinate(x, W, b, lo, hi, out):
-    for j in range(hi - lo):
-        out[j] = x[W[lo + j]]
-
-
-_wx = wx  # W[lo:hi] x as numpy forms it
-
-
-def _relu(x, W, b, lo, hi, out):
-    _wx(x, W, lo, hi, out)
-    for j in range(hi - lo):
-        out[j] = SQRT2 * relu(out[j])
-
-
-def _fourier(x, W, b, lo, hi, out):
-    _wx(x, W, lo, hi, out)
-    for j in range(hi - lo):
-        out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
-
-
-def _random_net(x, W, b, lo, hi, out):
-    net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
-
-
-# (the draws stored by loops, not assigned to slices: see shrinking_gradient_kernels.draw_w)
-
-
-def _draw_coordinate(rng, d, k, sigma, W, b, lo):
-    drawn = draw_indices(rng, d, k)
-    for j in range(k):
-        W[lo + j] = drawn[j]
-
-
-def _draw_relu(rng, d, k, sigma, W, b, lo):
-    drawn = draw_gaussian(rng, k, d)
-    for j in range(k):
-        for c in range(d):
-            W[lo + j, c] = drawn[j, c]
-
-
-def _draw_fourier(rng, d, k, sigma, W, b, lo):
-    drawn = draw_gaussian(rng, k, d)
-    for j in range(k):
-        for c in range(d):
-            W[lo + j, c] = drawn[j, c] / sigma
-    phases = draw_phases(rng, k)
-    for j in range(k):
-        b[lo + j] = phases[j]
-
-
-def _draw_random_net(rng, d, k, sigma, W, b, lo):
-    h = b.shape[1]
-    o = h * d
-    drawn = draw_gaussian(rng, k, o + h)  # per draw: W row-major, then v
-    for j in range(k):
-        for l in range(h):
+    random-net ``rng.standard_normal((k, h D + h))``, split into the stores. (Stored by loops,
+    not assigned to slices: see ``shrinking_gradient_kernels.draw_w``.)"""
+    if W.ndim == 1:  # coordinate
+        drawn = draw_indices(rng, d, k)
+        for j in range(k):
+            W[lo + j] = drawn[j]
+    elif b is None:  # ReLU
+        drawn = draw_gaussian(rng, k, d)
+        for j in range(k):
             for c in range(d):
-                W[(lo + j) * h + l, c] = drawn[j, l * d + c]
-            b[lo + j, l] = drawn[j, o + l]
-
-
-if sgk.numba is not None:
-    from numba.core import types
-    from numba.extending import overload
-
-    def _by_map(W, b, coordinate, relu_, fourier, random_net):
-        """The implementation for the stores' types (see above)."""
-        if W.ndim == 1:
-            return coordinate
-        if isinstance(b, types.NoneType):
-            return relu_
-        return random_net if b.ndim == 2 else fourier
-
-    # inlined into the pass (numba IR): as fast as one function with the map's code written in
-    # (as a call, the Fourier and Fixed-Random passes ran ~12% slower)
-    @overload(features, inline="always")
-    def _features(x, W, b, lo, hi, out):
-        return _by_map(W, b, _coordinate, _relu, _fourier, _random_net)
-
-    @overload(draws, inline="always")
-    def _draws(rng, d, k, sigma, W, b, lo):
-        return _by_map(W, b, _draw_coordinate, _draw_relu, _draw_fourier, _draw_random_net)
+                W[lo + j, c] = drawn[j, c]
+    elif b.ndim == 2:  # random-net: per draw, W row-major, then v
+        h = b.shape[1]
+        o = h * d
+        drawn = draw_gaussian(rng, k, o + h)
+        for j in range(k):
+            for l in range(h):
+                for c in range(d):
+                    W[(lo + j) * h + l, c] = drawn[j, l * d + c]
+                b[lo + j, l] = drawn[j, o + l]
+    else:  # Fourier
+        drawn = draw_gaussian(rng, k, d)
+        for j in range(k):
+            for c in range(d):
+                W[lo + j, c] = drawn[j, c] / sigma
+        phases = draw_phases(rng, k)
+        for j in range(k):
+            b[lo + j] = phases[j]
 
 
 @_jit
@@ -187,7 +147,7 @@ def dsgd_rounds(
         if n_old:
             features(x, W, b, ZERO, n_old, psi)
             counts[0] += n_old
-            f = s * np.dot(c[:n_old], psi[:n_old])
+            f = s * blas_dot(c, psi, n_old)
         # (f - y)**2 as Python's float power: libm's pow (the exponent read from ``state``, so
         # that it is not folded into a product)
         losses[t] = 0.5 * math.pow(f - y[t], state[1])
@@ -239,7 +199,7 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
         for j in range(r):
             z[j] *= inv_sqrt_r
         counts[0] += r
-        yhat = np.dot(beta, z)
+        yhat = blas_dot(beta, z, r)
         losses[t] = 0.5 * math.pow(yhat - y[t], state[0])
         if average:
             for j in range(r):
@@ -260,29 +220,87 @@ def fr_rounds(t0, t1, X, y, etas, W, b, inv_sqrt_r, lam, beta, z, losses, state,
 # ----------------------------------------------------------------------------------------------
 # Fixed-Random's ridge solver: recursive least squares on the fixed features (learners/
 # fixed_random.py). The round's arithmetic is written once, as plain functions of numpy arrays
-# (elementwise slice operations and ``np.dot`` of contiguous vectors only): the numpy path calls
+# (elementwise operations on slices, by the helpers below, and ``np.dot`` of contiguous vectors
+# only): the numpy path calls
 # them as Python (``rls_*.py_func``), the compiled pass (:func:`ridge_rounds`) compiled, so both
 # form every number by the same operations in the same order. ``U`` is upper triangular, its
 # rows contiguous.
 
 
-def copy_into(dst, src):
-    """``dst[:] = src``. The functions below change arrays in place (views, ``-=``) and copy
-    by this, never by assigning an array to a slice: compiled, such an assignment compiles
-    numba's shape-mismatch error and its message formatting, seconds of a first compilation
-    (its compiled form, registered below, is a loop: the same values)."""
+# The functions below change arrays in place by these helpers, never by assigning an array to a
+# slice or by arithmetic on slices: compiled, such an assignment compiles numba's shape-mismatch
+# error and its message formatting, and each ``view -= a * other`` an array expression with its
+# temporary, broadcasting and checks, a large part of a first compilation. Each helper is a loop
+# in compiled code (an internal kernel) and its numpy expression in Python (the numpy path calls
+# the ``rls_*`` functions as Python): every element is formed by the same operations, so the
+# values are the same.
+
+
+def _copy_into(dst, src):
+    for j in range(len(src)):
+        dst[j] = src[j]
+
+
+def _copy_into_numpy(dst, src):
+    """``dst[:] = src``."""
     dst[:] = src
 
 
-if sgk.numba is not None:
+def _dot(a, b, n):
+    return blas_dot(a, b, n)
 
-    @overload(copy_into)
-    def _copy_into(dst, src):
-        def copy(dst, src):
-            for j in range(len(src)):
-                dst[j] = src[j]
 
-        return copy
+def _dot_numpy(a, b, n):
+    """``np.dot(a[:n], b[:n])`` (compiled: the same BLAS ``ddot``, ``blas_dot``)."""
+    return np.dot(a[:n], b[:n])
+
+
+def _add_scaled(dst, a, src):
+    for j in range(len(dst)):
+        dst[j] += a * src[j]
+
+
+def _add_scaled_numpy(dst, a, src):
+    """``dst += a * src`` (each element ``dst_j + (a src_j)``, as numpy forms it)."""
+    dst += a * src
+
+
+def _sub_scaled(dst, a, src):
+    for j in range(len(dst)):
+        dst[j] -= a * src[j]
+
+
+def _sub_scaled_numpy(dst, a, src):
+    """``dst -= a * src`` (each element ``dst_j - (a src_j)``, as numpy forms it)."""
+    dst -= a * src
+
+
+def _scale_by(dst, a):
+    for j in range(len(dst)):
+        dst[j] *= a
+
+
+def _scale_by_numpy(dst, a):
+    """``dst *= a``."""
+    dst *= a
+
+
+def _divide_by(dst, a):
+    for j in range(len(dst)):
+        dst[j] /= a
+
+
+def _divide_by_numpy(dst, a):
+    """``dst /= a``."""
+    dst /= a
+
+
+copy_into = _jit(_copy_into, internal=True, python=_copy_into_numpy)
+dot = _jit(_dot, internal=True, python=_dot_numpy)
+add_scaled = _jit(_add_scaled, internal=True, python=_add_scaled_numpy)
+sub_scaled = _jit(_sub_scaled, internal=True, python=_sub_scaled_numpy)
+scale_by = _jit(_scale_by, internal=True, python=_scale_by_numpy)
+divide_by = _jit(_divide_by, internal=True, python=_divide_by_numpy)
 
 
 def _rls_predict(U, c, n, v):
@@ -296,9 +314,8 @@ def _rls_predict(U, c, n, v):
         return 0.0
     for i in range(n):
         v[i] /= U[i, i]
-        rest = v[i + 1 : n]
-        rest -= v[i] * U[i, i + 1 : n]
-    return np.dot(v[:n], c[:n])
+        sub_scaled(v[i + 1 : n], v[i], U[i, i + 1 : n])
+    return dot(v, c, n)
 
 
 def _rls_primal_update(U, c, z, y, x):
@@ -316,11 +333,11 @@ def _rls_primal_update(U, c, z, y, x):
         s = xk / ukk
         U[k, k] = rr
         row = U[k, k + 1 : r]  # (U_k + s x) / cc, then x cc - s U_k with the new U_k
-        row += s * x[k + 1 : r]
-        row /= cc
+        add_scaled(row, s, x[k + 1 : r])
+        divide_by(row, cc)
         rest = x[k + 1 : r]
-        rest *= cc
-        rest -= s * row
+        scale_by(rest, cc)
+        sub_scaled(rest, s, row)
         c[k] = (c[k] + s * xy) / cc
         xy = cc * xy - s * c[k]
 
@@ -332,7 +349,7 @@ def _rls_dual_update(U, c, t, kappa, Tlam, l, y, yhat):
     ``T lam`` against rounding), and ``c_t = (y - l . c) / d = (y - yhat) / d``."""
     d2 = kappa + Tlam
     if t:
-        d2 -= np.dot(l[:t], l[:t])
+        d2 -= dot(l, l, t)
         copy_into(U[:t, t], l[:t])
     if not d2 >= Tlam:
         d2 = Tlam
@@ -348,19 +365,18 @@ def _rls_beta(U, c, n, Z, alpha, beta):
     copy_into(alpha[:n], c[:n])
     for i in range(n - 1, -1, -1):
         alpha[i] /= U[i, i]
-        head = alpha[:i]
-        head -= alpha[i] * U[:i, i]
+        sub_scaled(alpha[:i], alpha[i], U[:i, i])
     if len(Z) == 0:
         copy_into(beta, alpha[:n])
         return
     beta[:] = 0.0
     for i in range(n):
-        beta += alpha[i] * Z[i]
+        add_scaled(beta, alpha[i], Z[i])
 
 
-rls_predict = _jit(_rls_predict)
-rls_primal_update = _jit(_rls_primal_update)
-rls_dual_update = _jit(_rls_dual_update)
+rls_predict = _jit(_rls_predict, internal=True)
+rls_primal_update = _jit(_rls_primal_update, internal=True)
+rls_dual_update = _jit(_rls_dual_update, internal=True)
 rls_beta = _jit(_rls_beta)
 
 
@@ -398,7 +414,7 @@ def ridge_rounds(t0, t1, X, y, W, b, inv_sqrt_r, Tlam, U, c, Z, z, v, x, losses,
             counts[1] = 1
             return t + 1
         if dual:
-            rls_dual_update(U, c, t, np.dot(z, z), Tlam, v, y[t], yhat)
+            rls_dual_update(U, c, t, blas_dot(z, z, r), Tlam, v, y[t], yhat)
         else:
             rls_primal_update(U, c, z, y[t], x)
     return t1

@@ -310,6 +310,7 @@ class CompiledPass:
         self.guide = np.array([0, -1, T + 1])
         self.kind, self.param = kernels.kind_of(fmap), kernels.map_param(fmap)
         self.net = kernels.map_net(fmap)  # (None but for random-net maps)
+        self.coord = kernels.map_coord(fmap)  # (None but for coordinate maps)
         self.stream = kernels.own_stream(rng, self.kind, self.X.shape[1])
         self.blocks, self.work = None, None  # one thread: the serial pass
         self.threads = min(hp.threads or 1, kernels.max_threads())  # None: one thread
@@ -344,11 +345,12 @@ class CompiledPass:
                 for w in workers:
                     w.start()
             return kernels.sg_rounds(
-                t, t1, self.X, self.y, self.etas, self.kind, self.param, self.net, hp.m,
-                SHRINK_BOUND * hp.B, -1.0 if hp.printed_sign else 1.0,
-                hp.sampler == "systematic", RESCALE_BELOW, self.blocks, self.rng, self.stream,
-                self.work, self.G, self.guide, self.a, self.sgn, self.cum, self.alpha_new,
-                self.shrinks_before, self.alpha_l1, self.losses, self.state, self.counts,
+                t, t1, self.X, self.y, self.etas, self.kind, self.param, self.net, self.coord,
+                hp.m, SHRINK_BOUND * hp.B, -1.0 if hp.printed_sign else 1.0,
+                hp.sampler == "systematic", RESCALE_BELOW, self.blocks,
+                None if self.stream is not None else self.rng, self.stream, self.work, self.G,
+                self.guide, self.a, self.sgn, self.cum, self.alpha_new, self.shrinks_before,
+                self.alpha_l1, self.losses, self.state, self.counts,
             )  # fmt: skip
         finally:
             if self.work is not None:

@@ -10,7 +10,8 @@ thread its own block of them: :mod:`pcg64_kernels`), and form every sum in the n
 order (docs/algorithms.md §1.9):
 
 - ``E_t``'s sum ``sum_k sgn(alpha_i) psi(x_i; w_k) psi(x_t; w_k)`` and the ``W x_t`` of the
-  ReLU, Fourier and random-net maps are the same BLAS calls (``np.dot`` compiles to them);
+  ReLU, Fourier and random-net maps are the same BLAS calls (``ddot``, ``dgemv``: the calls
+  numba's ``np.dot`` makes, :func:`blas_dot`, :func:`blas_gemv`);
 - ``w . x_i`` of a drawn pair is numpy's ``einsum('ij,ij->i')`` inner loop written out
   (:func:`einsum_dot`: two lanes, blocks of eight, lanes added at the end); so are a random-net
   unit's ``w_l . x`` and ``v . relu(W x)`` (:func:`net_psi`);
@@ -31,10 +32,20 @@ The compilation cache is persistent (:mod:`ilnrun.compiled_cache`: numba's ``cac
 a digest on every file, damaged files rebuilt, saves locked): numba writes it under
 ``NUMBA_CACHE_DIR`` when that is set, else to ``__pycache__`` beside this module, else (a
 read-only install) to the user's cache directory (``~/.cache/numba``); where nothing is
-writable the kernels are compiled in memory in every process. Only what a run uses is compiled:
-coordinate features pass ``param=None`` (:func:`map_param`), whose branches numba removes
-before compiling, and the serial pass ``blocks=None``, so neither Gaussian draws nor the
-parallel search are compiled for a run that does not use them.
+writable the kernels are compiled in memory in every process.
+
+Only what a run uses is compiled, and once (a first compilation costs seconds: docs/
+algorithms.md §1.9, "Compilation cache"). numba removes a branch on ``x is None`` before it
+compiles a function for an argument ``x`` that is ``None``, and only then: coordinate features
+pass ``param=None`` (:func:`map_param`) and the other maps ``coord=None`` (:func:`map_coord`),
+so that a pass compiles its own map's draws only; a serial pass passes ``blocks=None`` and
+``work=None``, a coordinate pass on the kernels' PCG64 stream ``rng=None``, so that neither the
+parallel search nor the generator's calls are compiled where they do not run. Functions called
+from compiled code only are compiled without numba's CPython wrapper (``internal=True``), and
+every kernel with the same numba options (:data:`ilnrun.compiled_cache.OPTIONS`): numba compiles
+its own functions (``np.empty``, a generator's methods) once for each set of options of their
+callers. min, max, ``int()``, ``np.dot`` and ``np.arange`` are written out (see :data:`ZERO`):
+numba compiles each of its own as a function of its own.
 """
 
 from __future__ import annotations
@@ -66,6 +77,11 @@ ZERO = np.int64(0)
 # (likewise 1, False, and the coordinate map's kind in run_blocks: a global int or bool is a
 # constant too, a numpy scalar is not)
 ONE, FALSE, COORDINATE_KIND = np.int64(1), np.bool_(False), np.int64(COORDINATE)
+# min, max and int() are written out in the kernels: ``b if b < a else a`` is Python's
+# ``min(a, b)`` (and numba's: NaN included), ``b if b > a else a`` its ``max(a, b)``, and
+# ``np.int64(x)`` its ``int(x)`` (truncation). numba compiles its own min, max and int as
+# functions, once for each type and set of options: a tenth of a second each in a first
+# compilation.
 # the search runs this many keys ahead of the gather (block_search: the prefetches in flight)
 PREFETCH_AHEAD = 32
 # a threaded coordinate pass (threaded_work): blocks of a round per thread, the control words
@@ -101,12 +117,13 @@ from . import pcg64_kernels as pcg  # noqa: E402
 def _jit(f=None, **options):
     """``numba.njit`` with the on-disk cache of :func:`ilnrun.compiled_cache.jit` (damaged files
     rebuilt, saves locked); without a writable cache directory, compiled in memory in each
-    process; the plain function where numba is absent (never called). ``@_jit(inline="always")``
-    passes numba's options."""
+    process; where numba is absent, the plain function (never called) or its ``python`` twin.
+    ``@_jit(inline="always")`` passes numba's options; ``internal=True`` (called from compiled
+    code only) and ``python=`` are :func:`ilnrun.compiled_cache.jit`'s."""
     if f is None:
         return lambda g: _jit(g, **options)
     if numba is None:
-        return f
+        return options.get("python") or f
     return compiled_jit(f, **options)
 
 
@@ -168,6 +185,73 @@ if numba is not None:
         return numba.types.void(arr, numba.types.intp, numba.types.int64), codegen
 
     @_intrinsic
+    def blas_dot(typingctx, a, b, n):
+        """``np.dot(a[:n], b[:n])`` of two C-contiguous float64 vectors (``1 <= n < 2**31``):
+        the BLAS ``ddot`` call numba's ``np.dot`` makes (``numba.np.linalg.call_xxdot``), without
+        what numba compiles around it (its own function, size checks, a second dispatch) for
+        every signature and caller; the same number."""
+        from numba.np import linalg
+
+        def codegen(context, builder, signature, args):
+            linalg.ensure_blas()
+            f64 = numba.types.float64
+            x = context.make_array(signature.args[0])(context, builder, args[0])
+            y = context.make_array(signature.args[1])(context, builder, args[1])
+            out = _cgutils.alloca_once(builder, context.get_value_type(f64))
+            linalg.call_xxdot(context, builder, False, f64, args[2], x.data, y.data, out)
+            return builder.load(out)
+
+        return numba.types.float64(a, b, numba.types.intp), codegen
+
+    @_intrinsic
+    def blas_gemv(typingctx, W, lo, hi, x, out):
+        """``out[:hi - lo] = np.dot(W[lo:hi, :len(x)], x)`` for a C-contiguous float64 matrix
+        ``W`` (``lo < hi``, ``1 <= len(x) <= W.shape[1]``, sizes below ``2**31``): the BLAS
+        ``dgemv`` call numba's and numpy's products make (``numba.np.linalg.call_xxgemv``: the
+        transposed product of the rows in place, ``lda = W.shape[1]``: a Fourier map's rows
+        with their phase after them, as numpy's ``W[:, :-1] @ x``), into ``out`` (``beta = 0``:
+        ``out``'s numbers are not read); the same numbers, without numba's ``np.dot``, its
+        output array and a copy of the rows compiled around it."""
+        from numba.np import linalg
+
+        def codegen(context, builder, signature, args):
+            linalg.ensure_blas()
+            wty, f64 = signature.args[0], numba.types.float64
+            w = context.make_array(wty)(context, builder, args[0])
+            v = context.make_array(signature.args[3])(context, builder, args[3])
+            o = context.make_array(signature.args[4])(context, builder, args[4])
+            lda = _cgutils.unpack_tuple(builder, w.shape)[1]
+            cols = _cgutils.unpack_tuple(builder, v.shape)[0]
+            rows = builder.sub(args[2], args[1])
+            zero = context.get_constant(numba.types.intp, 0)
+            first = _cgutils.get_item_pointer(
+                context, builder, wty, w, [args[1], zero], wraparound=False
+            )
+            # numba_xxgemv(kind, trans, m, n, alpha, a, lda, x, beta, y), as call_xxgemv
+            char, intp = _llvm.IntType(8), context.get_value_type(numba.types.intp)
+            vp = _llvm.IntType(8).as_pointer()
+            fnty = _llvm.FunctionType(
+                _llvm.IntType(32), [char, char, intp, intp, vp, vp, intp, vp, vp, vp]
+            )
+            fn = _cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemv")
+            alpha = linalg.make_constant_slot(context, builder, f64, 1.0)
+            beta = linalg.make_constant_slot(context, builder, f64, 0.0)
+            res = builder.call(
+                fn,
+                (
+                    char(ord(linalg.get_blas_kind(f64))), char(ord("t")), cols, rows,
+                    builder.bitcast(alpha, vp), builder.bitcast(first, vp), lda,
+                    builder.bitcast(v.data, vp), builder.bitcast(beta, vp),
+                    builder.bitcast(o.data, vp),
+                ),
+            )  # fmt: skip
+            linalg.check_blas_return(context, builder, res)
+            return context.get_dummy_value()
+
+        intp = numba.types.intp
+        return numba.types.void(W, intp, intp, x, out), codegen
+
+    @_intrinsic
     def yield_cpu(typingctx):
         """Let another thread run on this core (``sched_yield``): a waiting thread's courtesy."""
 
@@ -181,6 +265,12 @@ if numba is not None:
 else:
 
     def prefetch(address):
+        """(numba absent: never called)"""
+
+    def blas_dot(a, b, n):
+        """(numba absent: never called)"""
+
+    def blas_gemv(W, lo, hi, x, out):
         """(numba absent: never called)"""
 
     def atomic_add(arr, i, v):
@@ -200,7 +290,7 @@ else:
 # sums in numpy's order
 
 
-@_jit
+@_jit(internal=True)
 def einsum_dot(x, w, n):
     """``sum_{k<n} x[k] w[k]`` in the order of numpy's ``einsum('ij,ij->i')`` inner loop: two
     lanes (even and odd k), eight products a step added from the last to the first into the
@@ -226,7 +316,7 @@ def einsum_dot(x, w, n):
     return l0 + l1
 
 
-@_jit
+@_jit(internal=True)
 def block_sum(a, lo, n):
     """``sum(a[lo:lo + n])`` for ``n <= 128`` as numpy sums a block: one by one below eight,
     else eight accumulators, combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``,
@@ -256,7 +346,7 @@ def block_sum(a, lo, n):
     return res
 
 
-@_jit
+@_jit(internal=True)
 def pairwise_sum(a, lo, n):
     """``sum(a[lo:lo + n])`` in numpy's pairwise order: a block of more than 128 is split at
     ``h = n // 2 - (n // 2) % 8`` into ``sum(first h) + sum(rest)``, recursively; blocks of at
@@ -264,22 +354,22 @@ def pairwise_sum(a, lo, n):
     not keep recursive functions.)"""
     los = np.empty(64, np.int64)
     ns = np.empty(64, np.int64)
-    left_done = np.zeros(64, np.bool_)
+    left_done = np.empty(64, np.int64)  # (0 / 1: numba compiles bool arrays' code for seconds)
     left = np.empty(64)
     sp = 0  # split blocks waiting for their halves
     lo_k, k = lo, n
     while True:
         while k > 128:  # go down the first halves
-            los[sp], ns[sp], left_done[sp] = lo_k, k, False
+            los[sp], ns[sp], left_done[sp] = lo_k, k, 0
             sp += 1
             k = k // 2 - (k // 2) % 8
         res = block_sum(a, lo_k, k)
-        while sp > 0 and left_done[sp - 1]:  # both halves done: add them
+        while sp > 0 and left_done[sp - 1] != 0:  # both halves done: add them
             sp -= 1
             res = left[sp] + res
         if sp == 0:
             return res
-        left[sp - 1], left_done[sp - 1] = res, True  # first half done: now the second
+        left[sp - 1], left_done[sp - 1] = res, 1  # first half done: now the second
         h = ns[sp - 1] // 2 - (ns[sp - 1] // 2) % 8
         lo_k, k = los[sp - 1] + h, ns[sp - 1] - h
 
@@ -295,36 +385,41 @@ def pairwise_sum(a, lo, n):
 
 # The generator's draws through one compiled function each: numba compiles a generator method
 # into every compiled function that calls it, so the passes and the Algorithm-2 estimates share
-# these instead (the same calls, the same numbers).
+# these instead (the same calls, the same numbers). Every argument of a generator method is
+# given, its defaults too: numba types a call with defaults left out for the arguments given
+# and lowers it for all of them, and compiled the method twice (the same code).
 
 
-@_jit
+@_jit(internal=True)
 def draw_indices(rng, d, n):
     """``rng.integers(0, d, n)``."""
-    return rng.integers(0, d, n)
+    return rng.integers(0, d, n, np.int64, False)
 
 
-@_jit
+@_jit(internal=True)
 def draw_gaussian(rng, n, d):
     """``rng.standard_normal((n, d))``."""
-    return rng.standard_normal((n, d))
+    return rng.standard_normal((n, d), np.float64)
 
 
-@_jit
+@_jit(internal=True)
 def draw_phases(rng, n):
     """``rng.uniform(0.0, 2 pi, n)`` (Fourier features' phases)."""
     return rng.uniform(0.0, 2.0 * np.pi, n)
 
 
-@_jit
-def draw_w(rng, kind, d, n, param, net):
+@_jit(internal=True)
+def draw_w(rng, kind, d, n, param, net, coord):
     """``n`` draws ``w ~ mu`` as ``FeatureMap.sample`` draws them: coordinate indices in ``wi``,
     ReLU / Fourier / random-net parameters in the rows of ``Wf`` (Fourier: the phase in the last
-    column; random-net: ``W`` row-major, then ``v``)."""
-    if param is None:
+    column; random-net: ``W`` row-major, then ``v``). Each map's code sits under an argument
+    that is ``None`` for the other maps (:func:`map_coord`): numba compiles the map's own."""
+    if coord is not None:  # coordinate features
         return draw_indices(rng, d, n), np.empty((0, 0))
+    if param is None:  # (not reached: coordinate features have coord)
+        return np.empty(0, np.int64), np.empty((0, 0))
     if net is not None:
-        h = int(net)
+        h = np.int64(net)
         return np.empty(0, np.int64), draw_gaussian(rng, n, h * d + h)
     if kind == RELU:
         return np.empty(0, np.int64), draw_gaussian(rng, n, d)
@@ -342,32 +437,44 @@ def draw_w(rng, kind, d, n, param, net):
     return np.empty(0, np.int64), Wf
 
 
-@_jit
+@_jit(internal=True)
+def columns(A, lo, hi, cols):
+    """The numbers of ``A[:, lo:hi]`` in row-major order as a C-contiguous array of ``cols``
+    columns (``hi - lo`` a multiple of ``cols``): ``np.ascontiguousarray(A[:, lo:hi])``
+    reshaped, by loops (the same numbers; numba compiles loops in a fraction of the time it
+    takes for ``ascontiguousarray`` and ``reshape``)."""
+    n, w = A.shape[0], hi - lo
+    flat = np.empty(n * w)
+    for i in range(n):
+        for c in range(w):
+            flat[i * w + c] = A[i, lo + c]
+    return flat.reshape(n * w // cols, cols)
+
+
+@_jit(internal=True)
 def relu(v):
     """``max(v, 0)`` as ``np.maximum(v, 0.0)`` (nan and -0.0 pass through)."""
     return v if (v >= 0.0 or v != v) else 0.0
 
 
-@_jit
+@_jit(internal=True)
 def wx(x, W, lo, hi, out):
     """``out[:hi - lo] = W[lo:hi] x``: ``ddot`` for one row, ``gemv`` for more (numpy's
     ``matmul`` turns a one-row product into a dot)."""
     if hi - lo == 1:
-        out[0] = np.dot(W[lo], x)
+        out[0] = blas_dot(W[lo], x, len(x))
     else:
-        v = np.dot(W[lo:hi], x)
-        for j in range(hi - lo):  # (a loop: see draw_w)
-            out[j] = v[j]
+        blas_gemv(W, lo, hi, x, out)
 
 
-@_jit
+@_jit(internal=True)
 def net_unit(x, w, d, l):
     """``relu(W_l . x)`` of a random-net draw ``w`` (``W`` row-major in ``w[:h d]``), the sum in
     ``einsum('ij,ij->i')``'s order (``RandomNet.pairs``)."""
     return relu(einsum_dot(x, w[l * d : (l + 1) * d], d))
 
 
-@_jit
+@_jit(internal=True)
 def net_psi(x, w, d, h):
     """``2 relu(v . relu(W x) / sqrt(h))`` for one random-net draw ``w = (W, v)``, as
     ``RandomNet.pairs`` forms it: every ``W_l . x`` and then ``v . relu(W x)`` in the order of
@@ -395,7 +502,7 @@ def net_psi(x, w, d, h):
     return 2.0 * relu((l0 + l1) / math.sqrt(h))
 
 
-@_jit
+@_jit(internal=True)
 def net_point(x, W, V, lo, hi, d, h, out):
     """``out[j] = psi(x; w_{lo + j})`` for random-net draws stored as ``W`` (``h`` rows of ``d``
     per draw, C-contiguous) and ``V`` (a row ``v`` per draw), as ``RandomNet.point`` forms them:
@@ -410,7 +517,7 @@ def net_point(x, W, V, lo, hi, d, h, out):
         out[j] = 2.0 * relu(einsum_dot(V[lo + j], pre[j * h : (j + 1) * h], h) / root_h)
 
 
-@_jit
+@_jit(internal=True)
 def pair(kind, param, X, i, wi, Wf, j, d):
     """``psi(X[i]; w_j)`` (one element of ``FeatureMap.pairs``). (The maps' branches are kept
     here, whatever the map: with the random-net branch removed for ReLU features, the compiled
@@ -420,11 +527,12 @@ def pair(kind, param, X, i, wi, Wf, j, d):
     if kind == RELU:
         return SQRT2 * relu(einsum_dot(X[i], Wf[j], d))
     if kind == RANDOM_NET:
+        # (int(), not np.int64(): with the cast written out the ReLU search ran ~3% slower)
         return net_psi(X[i], Wf[j], d, int(param))
     return SQRT2 * math.cos(einsum_dot(X[i], Wf[j], d) + Wf[j, d])
 
 
-@_jit
+@_jit(internal=True)
 def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
     """``out[k] = psi(X[rows[k]]; w_{j0 + k})`` (``FeatureMap.pairs``), evaluated in the order
     ``order`` (rows nearly ascending: a large ``X`` is then read nearly sequentially)."""
@@ -432,31 +540,39 @@ def pairs(kind, param, X, rows, wi, Wf, j0, d, order, out):
         out[k] = pair(kind, param, X, rows[k], wi, Wf, j0 + k, d)
 
 
-@_jit
-def psi_point(kind, param, net, x, wi, Wf, d):
-    """``psi(x; w_j)`` for every draw (``FeatureMap.point``: ``W x`` by BLAS, as numpy)."""
-    if param is None:
-        return x[wi]
+@_jit(internal=True)
+def psi_point(kind, param, net, coord, x, wi, Wf, d):
+    """``psi(x; w_j)`` for every draw (:func:`draw_w`; ``FeatureMap.point``: ``W x`` by BLAS,
+    as numpy)."""
+    n = Wf.shape[0]
+    if coord is not None:  # coordinate features: x[wi]
+        v = np.empty(len(wi))
+        for j in range(len(wi)):
+            v[j] = x[wi[j]]
+        return v
+    if param is None:  # (not reached: coordinate features have coord)
+        return np.empty(0)
     if net is not None:
-        h, n = int(net), Wf.shape[0]
-        W = np.ascontiguousarray(Wf[:, : h * d]).reshape(n * h, d)
+        h = np.int64(net)
         v = np.empty(n)
         # the output weights contiguous, as the Doubly SGD / Fixed-Random passes store them:
         # one compiled net_point for both
-        net_point(x, W, np.ascontiguousarray(Wf[:, h * d :]), ZERO, n, d, h, v)
+        W, V = columns(Wf, ZERO, h * d, d), columns(Wf, h * d, h * d + h, h)
+        net_point(x, W, V, ZERO, n, d, h, v)
         return v
+    v = np.empty(n)
     if kind == RELU:
-        v = np.dot(Wf, x)
+        blas_gemv(Wf, ZERO, n, x, v)
         for j in range(len(v)):
             v[j] = SQRT2 * relu(v[j])
         return v
-    v = np.dot(np.ascontiguousarray(Wf[:, :d]), x)
+    blas_gemv(Wf, ZERO, n, x, v)  # (the first d numbers of each row, as numpy's W[:, :-1] @ x)
     for j in range(len(v)):
         v[j] = SQRT2 * math.cos(v[j] + Wf[j, d])
     return v
 
 
-@_jit
+@_jit(internal=True)
 def upper_bound(cum, n, key):
     """``cum[:n].searchsorted(key, side='right')``: the number of ``cum[:n]`` at most ``key``
     (a binary search without branches on the data)."""
@@ -488,10 +604,11 @@ def upper_bound(cum, n, key):
 @_jit(inline="always")
 def bucket_of(x, scale, last):
     """The guide's bucket of ``x >= 0``: ``min(int(x scale), last)`` (monotone in ``x``)."""
-    return int(min(x * scale, last))
+    v = x * scale
+    return np.int64(last if last < v else v)
 
 
-@_jit
+@_jit(internal=True)
 def guide_extend(cum, lo, n, scale, G, top):
     """Add ``cum[lo:n]`` to the guide whose highest filled bucket is ``top``; returns the new
     ``top``. ``G[b]`` becomes the first ``i`` with ``bucket_of(cum[i]) >= b`` for every
@@ -505,7 +622,7 @@ def guide_extend(cum, lo, n, scale, G, top):
     return top
 
 
-@_jit
+@_jit(internal=True)
 def guide_update(cum, n, total, G, guide, state):
     """The guide over ``cum[:n]`` (``total = cum[n]``, ``0 < total``) at the start of a round:
     ``guide = [U, top, covered]`` and ``state[3] = scale`` carry it between rounds and calls
@@ -516,7 +633,7 @@ def guide_update(cum, n, total, G, guide, state):
     ``total`` near the ends of the float range: no; the round searches by bisection)."""
     U, top, covered, scale = guide[0], guide[1], guide[2], state[3]
     if covered > n or not (total * scale <= 2.0 * U) or n > 2 * U:
-        U = max(n, 64)
+        U = 64 if n < 64 else n  # max(n, 64)
         scale = U / total
         top, covered = -1, 0
     if not (0.0 < scale < math.inf and total < math.inf):
@@ -538,21 +655,22 @@ def guided_search(cum, n, key, G, top1, scale):
     step, with no branch on the data), more one by one (rare: a bucket with more); clamped to
     ``n`` (``cum[n] = total`` is at most a key that rounded up to it). (Indices are unsigned
     here: none is negative, and numba then adds no wrap-around to the reads.)"""
-    h = G[np.uint64(min(key * scale, top1))]
+    v = key * scale
+    h = G[np.uint64(top1 if top1 < v else v)]
     c = (cum[np.uint64(h)] <= key) + (cum[np.uint64(h + 1)] <= key)
     c += (cum[np.uint64(h + 2)] <= key) + (cum[np.uint64(h + 3)] <= key)
     h += c
     if c == 4:
         while cum[np.uint64(h)] <= key:
             h += 1
-    return min(h, n)
+    return n if n < h else h
 
 
 # ----------------------------------------------------------------------------------------------
 # one round's search and gather, by blocks of its m samples
 
 
-@_jit
+@_jit(internal=True)
 def block_search(
     lo, hi, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn, G, top, scale,
     guided, hs, signed,
@@ -571,7 +689,8 @@ def block_search(
     Xf = X.reshape(X.size)  # (C-contiguous: sg_rounds' caller makes it so)
     base = X.ctypes.data
     for c0 in range(lo, hi + PREFETCH_AHEAD, PREFETCH_AHEAD):
-        c1 = min(c0 + PREFETCH_AHEAD, hi)
+        c1 = c0 + PREFETCH_AHEAD
+        c1 = hi if hi < c1 else c1
         if guided:
             for k in range(c0, c1):
                 hs[k] = guided_search(cum, n, u[k], G, top1, scale)
@@ -580,7 +699,8 @@ def block_search(
                 hs[k] = upper_bound(cum, n, u[k])
         for k in range(c0, c1):  # the pair's number; a dense map's row: its first line
             prefetch(base + 8 * (hs[k] * d + (wi[k] if param is None else 0)))
-        for k in range(max(lo, c0 - PREFETCH_AHEAD), min(c0, hi)):
+        k0 = c0 - PREFETCH_AHEAD
+        for k in range(k0 if k0 > lo else lo, hi if hi < c0 else c0):
             h = hs[k]
             if param is None:  # (unsigned indices: no wrap-around, as in guided_search)
                 signed[np.uint64(k)] = Xf[np.uint64(h * d + wi[k])] * sgn[np.uint64(h)]
@@ -588,7 +708,7 @@ def block_search(
                 signed[k] = pair(kind, param, X, h, wi, Wf, k, d) * sgn[h]
 
 
-@_jit
+@_jit(internal=True)
 def block_draws(b, lo, hi, X, t, total, keys, ih, il, jt, starts, ends, u, wi, psi):
     """The draws of block ``b`` (samples ``lo .. hi - 1``) of a coordinate round from numpy's
     PCG64 stream (:mod:`pcg64_kernels`): with ``keys``, the iid keys ``u[k] = random() total``
@@ -621,7 +741,7 @@ def _blocks_parallel(
             )  # fmt: skip
 
 
-blocks_parallel = _jit(_blocks_parallel, parallel=True)
+blocks_parallel = _jit(_blocks_parallel, parallel=True, internal=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -650,7 +770,7 @@ def threaded_work(m: int, blocks: int, stream: np.ndarray) -> tuple:
     )  # fmt: skip
 
 
-@_jit
+@_jit(internal=True)
 def run_blocks(work, X, cum, sgn, G, m, nb, systematic):
     """Claim blocks of the round published in ``work`` and make them (:func:`block_draws`,
     :func:`block_search`) until none is left to claim. A claimed block holds the round open
@@ -694,11 +814,23 @@ def sg_worker(work, X, cum, sgn, G, m, nb, systematic):
 # Algorithms 1 and 2
 
 
+@_jit(internal=True)
+def scratch(m):
+    """Work arrays of ``m`` numbers for :func:`sg_rounds` and :func:`chunk_estimates_compiled`:
+    three of float64, three of int64, and an empty 2-D ``Wf``. (Allocated here, not in those
+    two: numba compiles its ``np.empty`` once for each set of options of the functions calling
+    it, and the other kernels that allocate arrays of these kinds are internal ones.)"""
+    return (
+        np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64), np.empty(m, np.int64),
+        np.empty(m, np.int64), np.empty((0, 0)),
+    )  # fmt: skip
+
+
 @_jit(nogil=True)
 def sg_rounds(
-    t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
-    rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
-    counts,
+    t0, t1, X, y, etas, kind, param, net, coord, m, threshold, sign, systematic, rescale_below,
+    blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses,
+    state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Algorithm 1 (learners/shrinking_gradient.py), ``alpha = s a``.
 
@@ -706,38 +838,17 @@ def sg_rounds(
     (at least ``T + 3`` numbers). ``state = [s, total, 2.0, scale]`` (``total = |a|_1``;
     ``scale``: the guide's), ``counts = [shrinks, features_sampled, train_evals, diverged]``,
     the guide ``G``, ``guide`` (:func:`guide_update`) carry the pass between calls. ``param``,
-    ``net``: :func:`map_param`, :func:`map_net`. ``stream``: ``None`` (the draws are the calls of
-    ``rng``), or the state of ``rng``'s PCG64 (:func:`pcg64_kernels.state_of`; coordinate
-    features only) whose numbers are made here (the same numbers) and which is advanced in
-    place. With ``blocks`` a number (not
-    ``None``) each round runs in ``blocks`` pieces in parallel: with a stream, on the threads
-    that share ``work`` (:func:`threaded_work`; the caller runs :func:`sg_worker` on them, and
-    they stop when this returns), the draws included; without, the search and gather on numba's
-    threads (:func:`blocks_parallel`). The same numbers either way. Releases the GIL (the
-    workers' threads run meanwhile).
+    ``net``, ``coord``: :func:`map_param`, :func:`map_net`, :func:`map_coord`. ``stream``:
+    ``None`` (the draws are the calls of ``rng``), or the state of ``rng``'s PCG64
+    (:func:`pcg64_kernels.state_of`; coordinate features only) whose numbers are made here (the
+    same numbers) and which is advanced in place; ``rng`` is then ``None`` (numba then compiles
+    no code of ``rng``'s calls). With ``blocks`` a number (not ``None``) each round runs in
+    ``blocks`` pieces in parallel: with a stream, on the threads that share ``work``
+    (:func:`threaded_work`; the caller runs :func:`sg_worker` on them, and they stop when this
+    returns), the draws included; without, the search and gather on numba's threads
+    (:func:`blocks_parallel`). The same numbers either way. Releases the GIL (the workers'
+    threads run meanwhile), and sets ``STOP`` when it returns (they stop).
     Returns the rounds played (``t1``, or the round after the one whose estimate diverged)."""
-    if work is not None:
-        played = _rounds(
-            t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below,
-            blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before,
-            alpha_l1, losses, state, counts,
-        )  # fmt: skip
-        atomic_store(work[8], STOP, 1)
-        return played
-    return _rounds(
-        t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below,
-        blocks, rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1,
-        losses, state, counts,
-    )  # fmt: skip
-
-
-@_jit
-def _rounds(
-    t0, t1, X, y, etas, kind, param, net, m, threshold, sign, systematic, rescale_below, blocks,
-    rng, stream, work, G, guide, a, sgn, cum, alpha_new, shrinks_before, alpha_l1, losses, state,
-    counts,
-):  # fmt: skip
-    """:func:`sg_rounds`' rounds."""
     s, total = state[0], state[1]
     d = X.shape[1]
     nb = 1 if blocks is None else blocks
@@ -747,12 +858,11 @@ def _rounds(
         Wf = np.empty((0, 0))
         ih, il = stream[2], stream[3]
     else:
-        u, signed, psi, hs = np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64)
+        u, signed, psi, hs, wi, _, Wf = scratch(m)
         if stream is not None:
             ih, il = stream[2], stream[3]
             jt = pcg.jump_table(ih, il)
             starts, ends = np.empty((1, 6), np.uint64), np.empty((1, 5), np.uint64)
-            wi, Wf = np.empty(m, np.int64), np.empty((0, 0))
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
@@ -798,7 +908,7 @@ def _rounds(
                     # a block whose integers redrew a number moved the start of every later
                     # block's: draw those again, one after the other (rare)
                     for b in range(nb - 1):
-                        if int(ends[b, 4]) != (b + 1) * m // nb - b * m // nb:
+                        if np.int64(ends[b, 4]) != (b + 1) * m // nb - b * m // nb:
                             for c in range(b + 1, nb):
                                 lo, hi = c * m // nb, (c + 1) * m // nb
                                 for j in range(4):  # (a loop: see draw_w)
@@ -812,14 +922,14 @@ def _rounds(
                             break
                 stream[0], stream[1] = ends[nb - 1, 0], ends[nb - 1, 1]
                 stream[4], stream[5] = ends[nb - 1, 2], ends[nb - 1, 3]
-            else:
+            elif rng is not None:  # (None on the kernels' stream: no code of rng's calls)
                 if systematic:
-                    r = rng.random() / m
+                    r = rng.random(None, np.float64) / m  # (rng.random(): see draw_indices)
                 else:  # rng.random(m) * total, one draw at a time (the same stream)
                     for k in range(m):
-                        u[k] = rng.random() * total
-                wi, Wf = draw_w(rng, kind, d, m, param, net)
-                psi = psi_point(kind, param, net, X[t], wi, Wf, d)
+                        u[k] = rng.random(None, np.float64) * total
+                wi, Wf = draw_w(rng, kind, d, m, param, net, coord)
+                psi = psi_point(kind, param, net, coord, X[t], wi, Wf, d)
                 if blocks is None:
                     block_search(
                         ZERO, m, m, kind, param, X, cum, n, u, total, systematic, r, wi, Wf, d, sgn,
@@ -832,13 +942,15 @@ def _rounds(
                     )  # fmt: skip
             counts[1] += m
             counts[2] += 2 * m
-            E = s * total / m * np.dot(signed, psi)
+            E = s * total / m * blas_dot(signed, psi, m)
         # (E - y)**2 as Python's float power: libm's pow, which can differ from a product in
         # the last bit (the exponent is read from ``state`` so that it is not folded into one)
         losses[t] = 0.5 * math.pow(E - y_t, state[2])
         if not abs(E) <= DIVERGENCE_BOUND:
             counts[3] = 1
             state[0], state[1] = s, total
+            if work is not None:
+                atomic_store(work[8], STOP, 1)
             return t + 1
         # --- Algorithm 1: gradient step or shrink -----------------------------------------
         if abs(E) < threshold:
@@ -864,6 +976,8 @@ def _rounds(
             s = 1.0
             guide[2] = len(G)  # the prefix sums changed: the guide is built again
     state[0], state[1] = s, total
+    if work is not None:
+        atomic_store(work[8], STOP, 1)
     return t1
 
 
@@ -880,8 +994,8 @@ def average_recursion(decay, G):
 
 
 def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
-    """:func:`chunk_estimates_compiled` for the feature map ``fmap`` (its :func:`kind_of` and
-    :func:`map_param`)."""
+    """:func:`chunk_estimates_compiled` for the feature map ``fmap`` (its :func:`kind_of`,
+    :func:`map_param`, :func:`map_net` and :func:`map_coord`)."""
     chunk_estimates_compiled(
         X_train,
         X_eval,
@@ -889,6 +1003,7 @@ def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
         kind_of(fmap),
         map_param(fmap),
         map_net(fmap),
+        map_coord(fmap),
         sgn,
         total,
         m,
@@ -899,16 +1014,19 @@ def chunk_estimates(X_train, X_eval, a, fmap, sgn, total, m, counts, rng, out):
 
 
 @_jit
-def chunk_estimates_compiled(X_train, X_eval, a, kind, param, net, sgn, total, m, counts, rng, out):
+def chunk_estimates_compiled(
+    X_train, X_eval, a, kind, param, net, coord, sgn, total, m, counts, rng, out
+):  # fmt: skip
     """Algorithm 2 for rows ``a .. a + len(counts) - 1`` of ``X_eval``
     (``KernelExpansion.predict_estimated``), given the multinomial counts of every row (drawn
     by the caller, as numpy draws them): one draw of every ``w`` of the chunk, the ``m``
     products ``sgn(alpha_i) psi(x_i; w) psi(x; w)`` of a row in ascending ``i``, and
     ``E = |alpha|_1 mean_k(...)``."""
     rows, d = counts.shape[0], X_eval.shape[1]
-    wi, Wf = draw_w(rng, kind, d, rows * m, param, net)
-    idx, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
-    prod, pe = np.empty(m), np.empty(m)
+    wi, Wf = draw_w(rng, kind, d, rows * m, param, net, coord)
+    prod, pe, _, idx, pts, order, _ = scratch(m)
+    for k in range(m):  # (np.arange(m): a loop compiles faster)
+        order[k] = k
     for r in range(rows):
         k = 0
         for i in range(counts.shape[1]):  # the m draws of i in ascending order
@@ -975,6 +1093,14 @@ def map_net(fmap) -> float | None:
     """The ``net`` argument of the kernels: a random-net map's hidden width ``h`` as a float,
     ``None`` for the other maps (so that their passes compile no random-net code)."""
     return float(fmap.h) if kind_of(fmap) == RANDOM_NET else None
+
+
+def map_coord(fmap) -> bool | None:
+    """The ``coord`` argument of :func:`sg_rounds`: ``True`` for coordinate features, ``None``
+    for the others. numba removes a branch on ``x is None`` only where ``x`` is ``None``: the
+    coordinate draws sit under ``coord is not None`` so that no other map's pass compiles them,
+    as the other maps' code sits under ``param is not None``."""
+    return True if kind_of(fmap) == COORDINATE else None
 
 
 def kind_of(fmap) -> int | None:
