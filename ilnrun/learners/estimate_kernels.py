@@ -76,8 +76,9 @@ def binomial_btpe(rng, n, p):
     p4 = p3 + c / lamr
     while True:
         nrq = n * r * q
-        u = rng.random() * p4
-        v = rng.random()
+        # (every argument given: see shrinking_gradient_kernels.draw_indices)
+        u = rng.random(None, np.float64) * p4
+        v = rng.random(None, np.float64)
         if u <= p1:  # the triangle: accepted at once
             y = np.int64(math.floor(xm - p1 * v + u))
             break
@@ -160,13 +161,13 @@ def binomial_inversion(rng, n, p, q, bound, chain, filled):
     L = len(chain)
     x = 0
     px = chain[0]
-    u = rng.random()
+    u = rng.random(None, np.float64)  # (rng.random(): see binomial_btpe)
     while u > px:
         x += 1
         if x > bound:
             x = 0
             px = chain[0]
-            u = rng.random()
+            u = rng.random(None, np.float64)
         else:
             u -= px
             if x < filled:
@@ -201,8 +202,12 @@ def category_laws(pvals):
 @_njit
 def new_setups(d):
     """Empty set-up tables for ``d`` categories: ``keys``, ``bounds``, ``filled``, ``chains``."""
+    keys = np.empty((d, SLOTS), np.int64)
+    for j in range(d):  # (np.full: a loop compiles faster)
+        for slot in range(SLOTS):
+            keys[j, slot] = -1
     return (
-        np.full((d, SLOTS), -1, np.int64),
+        keys,
         np.empty((d, SLOTS), np.int64),
         np.empty((d, SLOTS), np.int64),
         np.empty((d, SLOTS, CHAIN)),
