@@ -60,33 +60,55 @@ kind_of = sgk.kind_of  # the compiled map of a feature map, or None
 # ----------------------------------------------------------------------------------------------
 # feature maps: the map is the type of the stores ``(W, b)`` — coordinate: ``W`` the indices
 # (int64, 1-D), ``b`` None; ReLU: ``W`` the rows, ``b`` None; Fourier: ``W`` the rows, ``b`` the
-# phases (1-D); random-net: ``W`` the hidden rows, ``b`` the output weights (2-D). numba reads
-# ``W.ndim`` and ``b.ndim`` of a compiled function's arguments as constants and removes the
-# branches they rule out (and those on ``b is None`` where ``b`` is None) before it compiles:
-# :func:`features` and :func:`draws` are compiled once per map, with that map's code (a short
-# first compile), and inlined into the passes by LLVM (``forceinline``: as fast as the map's
-# code written into the pass; as a call, the Fourier and Fixed-Random passes ran ~12% slower).
+# phases (1-D); random-net: ``W`` the hidden rows, ``b`` the output weights (2-D). A pass is
+# compiled once per map, with that map's code only (a short first compile).
 
 
-@_jit(forceinline=True, internal=True)
 def features(x, W, b, lo, hi, out):
     """``out[:hi - lo] = psi(x; w_j)`` for the stored ``w_lo .. w_{hi-1}`` (``FeatureMap.point``):
     coordinate ``x[w_j]``; ReLU ``sqrt2 max(0, w_j . x)``; Fourier ``sqrt2 cos(w_j . x + b_j)``;
     random-net ``2 relu(v_j . relu(W_j x) / sqrt(h))``, with ``W x`` as numpy forms it (one row:
-    ``ddot``; more: ``gemv``)."""
-    if W.ndim == 1:  # coordinate
-        for j in range(hi - lo):
-            out[j] = x[W[lo + j]]
-    elif b is None:  # ReLU
-        wx(x, W, lo, hi, out)
-        for j in range(hi - lo):
-            out[j] = SQRT2 * relu(out[j])
-    elif b.ndim == 2:  # random-net
-        net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
-    else:  # Fourier
-        wx(x, W, lo, hi, out)
-        for j in range(hi - lo):
-            out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+    ``ddot``; more: ``gemv``). Compiled code only: the map's function below, chosen by the
+    stores' types and inlined into the pass (numba IR: as fast as one function with the map's
+    code written in; as a call, the Fourier and Fixed-Random passes ran ~12% slower, and a
+    function LLVM inlines (``forceinline``) ran the Doubly SGD passes 7-20% slower)."""
+    raise NotImplementedError
+
+
+def _coordinate(x, W, b, lo, hi, out):
+    for j in range(hi - lo):
+        out[j] = x[W[lo + j]]
+
+
+def _relu(x, W, b, lo, hi, out):
+    wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * relu(out[j])
+
+
+def _fourier(x, W, b, lo, hi, out):
+    wx(x, W, lo, hi, out)
+    for j in range(hi - lo):
+        out[j] = SQRT2 * math.cos(out[j] + b[lo + j])
+
+
+def _random_net(x, W, b, lo, hi, out):
+    net_point(x, W, b, lo, hi, W.shape[1], b.shape[1], out)
+
+
+if sgk.numba is not None:
+    from numba.core import types
+    from numba.extending import overload
+
+    # (numba compiles the chosen function once on its own too, to type it: without a C-callable
+    # wrapper, which nothing calls)
+    @overload(features, inline="always", jit_options={"no_cfunc_wrapper": True})
+    def _features(x, W, b, lo, hi, out):
+        if W.ndim == 1:
+            return _coordinate
+        if isinstance(b, types.NoneType):
+            return _relu
+        return _random_net if b.ndim == 2 else _fourier
 
 
 @_jit(forceinline=True, internal=True)
@@ -95,7 +117,10 @@ def draws(rng, d, k, sigma, W, b, lo):
     them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
     ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``;
     random-net ``rng.standard_normal((k, h D + h))``, split into the stores. (Stored by loops,
-    not assigned to slices: see ``shrinking_gradient_kernels.draw_w``.)"""
+    not assigned to slices: see ``shrinking_gradient_kernels.draw_w``.) numba reads
+    ``W.ndim`` and ``b.ndim`` of a compiled function's arguments as constants and removes the
+    branches they rule out (and those on ``b is None`` where ``b`` is None) before it compiles:
+    compiled once per map, with that map's code, and inlined into the pass by LLVM."""
     if W.ndim == 1:  # coordinate
         drawn = draw_indices(rng, d, k)
         for j in range(k):
