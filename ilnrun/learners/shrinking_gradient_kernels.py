@@ -398,14 +398,33 @@ def draw_indices(rng, d, n):
 
 @_jit(internal=True)
 def draw_gaussian(rng, n, d):
-    """``rng.standard_normal((n, d))``."""
-    return rng.standard_normal((n, d), np.float64)
+    """``rng.standard_normal((n, d))``: one ``standard_normal()`` after the other, in the
+    array's order, as numpy and numba draw them (the same numbers and stream; numba's array
+    form allocates with an ``np.empty`` no other kernel compiles)."""
+    out = np.empty((n, d))
+    for i in range(n):
+        for c in range(d):
+            out[i, c] = rng.standard_normal(None, np.float64)
+    return out
+
+
+@_jit(internal=True)
+def draw_random(rng):
+    """``rng.random()``."""
+    return rng.random(None, np.float64)
 
 
 @_jit(internal=True)
 def draw_phases(rng, n):
-    """``rng.uniform(0.0, 2 pi, n)`` (Fourier features' phases)."""
-    return rng.uniform(0.0, 2.0 * np.pi, n)
+    """``rng.uniform(0.0, 2 pi, n)`` (Fourier features' phases): numpy's (and numba's)
+    ``low + (high - low) random()`` for each, written out on ``random()`` (the same numbers
+    and stream), which the passes compile anyway: numba's ``uniform`` is three more functions."""
+    low, high = 0.0, 2.0 * np.pi
+    scale = high - low
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = low + scale * draw_random(rng)
+    return out
 
 
 @_jit(internal=True)
@@ -924,10 +943,10 @@ def sg_rounds(
                 stream[4], stream[5] = ends[nb - 1, 2], ends[nb - 1, 3]
             elif rng is not None:  # (None on the kernels' stream: no code of rng's calls)
                 if systematic:
-                    r = rng.random(None, np.float64) / m  # (rng.random(): see draw_indices)
+                    r = draw_random(rng) / m
                 else:  # rng.random(m) * total, one draw at a time (the same stream)
                     for k in range(m):
-                        u[k] = rng.random(None, np.float64) * total
+                        u[k] = draw_random(rng) * total
                 wi, Wf = draw_w(rng, kind, d, m, param, net, coord)
                 psi = psi_point(kind, param, net, coord, X[t], wi, Wf, d)
                 if blocks is None:
