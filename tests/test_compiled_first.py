@@ -108,3 +108,57 @@ def test_a_relu_run_compiles_each_kernel_once(tmp_path):
          and parent.startswith("ilnrun.") and wrapper and "<locals>" not in n}
     )  # fmt: skip
     assert wrapped == [], f"a CPython wrapper for kernels compiled code calls: {wrapped}"
+
+
+# One learner at a time: each learner's self-check compiles only what that learner runs.
+ONE_BY_ONE = """
+import json
+import numpy as np
+from numba.core import event
+from ilnrun.features import ReLU
+from ilnrun.learners import LEARNERS, load_native
+from ilnrun.numeric_env import one_thread
+
+compiled = []
+
+class Record(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        f = getattr(ev.data.get("dispatcher"), "py_func", None)
+        compiled.append(f.__qualname__ if f is not None else "?")
+
+event.register("numba:compile", Record())
+load_native()
+X = np.clip(np.random.default_rng(0).standard_normal((40, 6)) / 2, -1, 1)
+y = np.tanh(X[:, :2].sum(1))
+seen = {}
+with one_thread():
+    for name, kw in (("doubly_sgd", dict(eta=0.05, k=2)), ("fixed_random", dict(eta=0.05, r=9)),
+                     ("shrinking_gradient", dict(eta=0.3, m=30, B=1.0))):
+        before = len(compiled)
+        LEARNERS[name].fit(X, y, ReLU(6), np.random.default_rng(1), **kw)
+        seen[name] = compiled[before:]
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+def test_a_learner_compiles_only_its_own_passes(tmp_path):
+    """A Doubly SGD fit compiles no Fixed-Random pass (their self-checks run apart), and a
+    Shrinking Gradient fit no Algorithm-2 estimates (checked where estimates first run)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ONE_BY_ONE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "dsgd_rounds" in seen["doubly_sgd"] and "fr_rounds" not in seen["doubly_sgd"]
+    assert "fr_rounds" in seen["fixed_random"] and "ridge_rounds" not in seen["fixed_random"]
+    assert "sg_rounds" in seen["shrinking_gradient"]
+    assert "chunk_estimates_compiled" not in seen["shrinking_gradient"]

@@ -28,9 +28,12 @@ NO_NUMBA_ENV = "ILNRUN_NO_NUMBA"
 # Self-checks run once per process and map before the compiled kernels are trusted: each takes
 # the compiled map's kind and says whether compiled and numpy code agree bit for bit. The learner
 # modules that use the kernels register them here at their import (learners/shrinking_gradient.py
-# in SG_CHECKS; doubly_sgd.py and fixed_random.py in RF_CHECKS); the kernels modules read them as
-# their ``PROBES``.
+# in SG_CHECKS, for its pass, and SG_ESTIMATE_CHECKS, for the Algorithm-2 test estimates;
+# doubly_sgd.py and fixed_random.py in RF_CHECKS, each run only for its own learner); the kernels
+# modules read them as their ``PROBES`` (and ``ESTIMATE_PROBES``). A check compiles the kernels
+# it checks: each runs where what it checks runs, not before.
 SG_CHECKS: list[Callable[[int], bool]] = []  # shrinking_gradient_kernels.PROBES
+SG_ESTIMATE_CHECKS: list[Callable[[int], bool]] = []  # shrinking_gradient_kernels.ESTIMATE_PROBES
 RF_CHECKS: list[Callable[[int], bool]] = []  # random_feature_kernels.PROBES
 
 _KERNELS = f"{__package__}.shrinking_gradient_kernels"

@@ -160,7 +160,7 @@ def fit(X: np.ndarray, y: np.ndarray, fmap: FeatureMap, rng: np.random.Generator
     if (
         type(rng) is np.random.Generator
         and implemented("doubly_sgd", COMPILED, hp.keywords(), kernels.sgk.note)
-        and kernels.use_compiled(fmap)
+        and kernels.use_compiled(fmap, "doubly_sgd")
     ):
         return fit_compiled(X, y, fmap, rng, hp)
     return fit_numpy(X, y, fmap, rng, hp)

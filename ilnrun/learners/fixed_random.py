@@ -105,7 +105,11 @@ def fit(
     if (
         type(rng) is np.random.Generator
         and implemented("fixed_random", COMPILED, hp.keywords(), kernels.sgk.note)
-        and (ridge_compiled(fmap) if hp.solver == "ridge" else kernels.use_compiled(fmap))
+        and (
+            ridge_compiled(fmap)
+            if hp.solver == "ridge"
+            else kernels.use_compiled(fmap, "fixed_random")
+        )
     ):
         return fit_compiled(X, y, fmap, rng, hp)
     return fit_numpy(X, y, fmap, rng, hp)
@@ -346,7 +350,7 @@ def ridge_compiled(fmap: FeatureMap) -> bool:
     the numpy ones bit for bit (checked once per process and map, where ridge first runs)."""
     from . import random_feature_kernels as kernels
 
-    if not kernels.use_compiled(fmap):
+    if not kernels.use_compiled(fmap, "fixed_random"):
         return False
     kind = kernels.kind_of(fmap)
     if kind not in _RIDGE_AGREES:

@@ -448,27 +448,33 @@ def ridge_rounds(t0, t1, X, y, W, b, inv_sqrt_r, Tlam, U, c, Z, z, v, x, losses,
 # Self-checks run once per process and map before the compiled passes are trusted (PROBES: each
 # takes the map's kind, says whether compiled and numpy code agree bit for bit); the learner
 # modules register them in ilnrun.learners.compiled, so this module imports no learner.
-_AGREES: dict[int, bool] = {}
+_AGREES: dict[tuple, bool] = {}
 
 
-def use_compiled(fmap) -> bool:
+def use_compiled(fmap, learner: str | None = None) -> bool:
     """Whether the compiled passes run for ``fmap`` in this process: numba is there
     (``sgk.available``; its absence noted once), the map is one the kernels know
-    (``sgk.kind_of``), and they reproduce this numpy build's numbers (:data:`PROBES`)."""
+    (``sgk.kind_of``), and they reproduce this numpy build's numbers (:data:`PROBES`):
+    ``learner``'s checks (``"doubly_sgd"``, ``"fixed_random"``: the checks its module
+    registered; a check compiles the passes it checks, and a run of one learner compiles none of
+    the other's), or all of them (``None``)."""
     if not sgk.available():
         sgk.note_no_numba()
         return False
     kind = sgk.kind_of(fmap)
     if kind is None:
         return False
-    if kind not in _AGREES:
-        _AGREES[kind] = bool(PROBES) and all(probe(kind) for probe in PROBES)
-        if not _AGREES[kind]:
+    if _AGREES.get((kind, None)):  # every check passed
+        return True
+    if (kind, learner) not in _AGREES:
+        probes = [p for p in PROBES if learner in (None, p.__module__.rsplit(".", 1)[-1])]
+        _AGREES[kind, learner] = bool(probes) and all(probe(kind) for probe in probes)
+        if not _AGREES[kind, learner]:
             sgk.note(
                 f"the compiled Doubly SGD / Fixed-Random passes do not reproduce this numpy "
                 f"build's numbers for {type(fmap).name} features: the numpy code runs instead"
             )
-    return _AGREES[kind]
+    return _AGREES[kind, learner]
 
 
 def probe_map(kind: int, D: int):

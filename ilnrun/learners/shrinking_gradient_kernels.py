@@ -61,6 +61,7 @@ import numpy as np
 from ..compiled_cache import jit as compiled_jit
 from .compiled import NO_NUMBA_ENV, switched_off
 from .compiled import SG_CHECKS as PROBES
+from .compiled import SG_ESTIMATE_CHECKS as ESTIMATE_PROBES
 
 COORDINATE, RELU, FOURIER, RANDOM_NET = 0, 1, 2, 3
 # maps whose Algorithm-2 test estimates run compiled here
@@ -1064,6 +1065,7 @@ def chunk_estimates_compiled(
 # when the compiled path runs
 
 _AGREES: dict[int, bool] = {}
+_ESTIMATES_AGREE: dict[int, bool] = {}
 _NOTED: set[str] = set()
 
 
@@ -1177,11 +1179,25 @@ def use_compiled(fmap) -> bool:
 
 def estimates_compiled(fmap) -> bool:
     """Whether the Algorithm-2 test estimates of ReLU, Fourier and random-net maps run compiled
-    here (about
-    twice as fast as numpy's per-pair einsum). Coordinate features have their own compiled
-    estimates, multinomial counts included (``estimate_kernels``,
-    ``KernelExpansion.estimate_coordinate``)."""
-    return kind_of(fmap) in ESTIMATED_KINDS and use_compiled(fmap)
+    here (about twice as fast as numpy's per-pair einsum): numba is there and they reproduce
+    this numpy build's estimates (:data:`ESTIMATE_PROBES`, checked once per process and map,
+    where estimates first run: a run without them compiles none of their kernels). Coordinate
+    features have their own compiled estimates, multinomial counts included
+    (``estimate_kernels``, ``KernelExpansion.estimate_coordinate``)."""
+    kind = kind_of(fmap)
+    if kind not in ESTIMATED_KINDS:
+        return False
+    if numba is None:
+        note_no_numba()
+        return False
+    if kind not in _ESTIMATES_AGREE:
+        _ESTIMATES_AGREE[kind] = bool(ESTIMATE_PROBES) and all(p(kind) for p in ESTIMATE_PROBES)
+        if not _ESTIMATES_AGREE[kind]:
+            note(
+                f"the compiled Algorithm-2 test estimates do not reproduce this numpy build's "
+                f"sums for {type(fmap).name} features: the numpy code runs instead"
+            )
+    return _ESTIMATES_AGREE[kind]
 
 
 # Self-checks run once per process and map before the compiled kernels are trusted (PROBES,
