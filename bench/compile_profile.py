@@ -1,21 +1,25 @@
 """Where a first compilation of the compiled (numba) passes spends its CPU seconds
-(``python bench/compile_profile.py FAMILY [--top 40] [--passes]``).
+(``python bench/compile_profile.py FAMILY [--top 40] [--tree] [--passes] [--phases]``).
 
 Runs ``bench/first_compile.py``'s config of ``FAMILY`` (coordinate, relu, fourier, random_net) in
 this process, by ``ilnrun run --jobs 1``, on an empty ``NUMBA_CACHE_DIR``, and listens to numba's
 events (``numba.core.event``): every ``numba:compile`` (one function compiled for one signature,
 its callees compiled inside it while its types are inferred), every ``numba:run_pass`` (a
-compiler pass) and every ``numba:llvm_lock`` (a call into LLVM). Prints, per compiled function
-and signature, its own CPU seconds (its compile less the compiles nested in it) and the part of
-them spent in LLVM; per function the signatures compiled; per compiler pass its own seconds; the
-seconds spent saving the cache; and the whole process's CPU seconds. Process CPU time
-(``time.process_time``): the numbers are those ``bench/first_compile.py`` differences.
+compiler pass) and every ``numba:llvm_lock`` (a call into LLVM). Prints, per compiled function,
+its own CPU seconds (its compiles less the compiles nested in them) and the part of them spent in
+LLVM, and its signatures; the (function, signature) pairs compiled more than once and by whom
+(numba compiles its own functions once for each set of options of their callers); the compiles
+that Python asked for, their callees' included; with ``--tree`` every compile where it nests,
+``--passes`` the compiler passes' own seconds, ``--phases`` the seconds of numba's lowering and
+LLVM steps (inclusive). Process CPU time (``time.process_time``); the listeners add a few per
+cent (every call into LLVM is an event): ``bench/first_compile.py`` gives the figures to quote.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -111,7 +115,7 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true", help="time the phases of numba's lowering")
     ap.add_argument("--tree", action="store_true", help="print the compiles as they nest")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp())
+    tmp = Path(tempfile.mkdtemp(prefix="compile_profile-"))
     os.environ["NUMBA_CACHE_DIR"] = str(tmp / "cache")
     os.environ.pop("ILNRUN_NO_NUMBA", None)
     cfg = tmp / "c.yaml"
@@ -125,6 +129,7 @@ def main() -> None:
     ev.register("numba:compile", _listener(prof.on_compile))
     ev.register("numba:run_pass", _listener(prof.on_pass))
     ev.register("numba:llvm_lock", _listener(prof.on_llvm))
+    # (numba's saving and loading, under ilnrun.compiled_cache's checks)
     save, load = caching.Cache.save_overload, caching.Cache.load_overload
 
     def timed_save(self, sig, data):
@@ -155,6 +160,7 @@ def main() -> None:
         if exc.code:
             raise
     c2 = time.process_time()
+    shutil.rmtree(tmp, ignore_errors=True)
 
     total_self = sum(prof.compile_self.values())
     total_llvm = sum(prof.compile_llvm.values())

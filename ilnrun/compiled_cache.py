@@ -33,7 +33,11 @@ What it does not guarantee, and this module adds:
 - **A cache that cannot be written** (full disk, read-only directory) leaves the kernel compiled
   in memory for this process, with a one-line note, instead of failing the run.
 
-Nothing here changes what is compiled, so no number changes.
+What is compiled: every kernel with the same numba options (:data:`OPTIONS`, numba's own
+functions then compiled once for all of them); a kernel that only compiled code calls without a
+CPython wrapper (``jit(internal=True)``: its Python calls go to a twin). None of this changes a
+number: the options are those of numba's defaults but for the GIL, which the kernels release,
+and the C-callable wrapper, which nothing calls.
 """
 
 from __future__ import annotations

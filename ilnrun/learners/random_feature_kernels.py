@@ -6,7 +6,8 @@ same calls in the same order, from the cell's ``np.random.Generator`` as the num
 (learners/doubly_sgd.py, learners/fixed_random.py), and form every value in the numpy code's
 order (docs/algorithms.md §2.6):
 
-- a prediction ``sum_j c_j psi(x_t; w_j)`` is the same BLAS ``ddot`` (``np.dot`` compiles to it);
+- a prediction ``sum_j c_j psi(x_t; w_j)`` is the same BLAS ``ddot`` (the call ``np.dot`` compiles
+  to: ``shrinking_gradient_kernels.blas_dot``);
 - ``W x_t`` of the ReLU, Fourier and random-net maps is the same BLAS call: ``gemv`` over two
   rows or more, ``ddot`` for a single row (numpy's ``matmul`` turns a one-row product into a
   dot); a random-net unit's ``v . relu(W x)`` is numpy's ``einsum`` order
@@ -15,7 +16,8 @@ order (docs/algorithms.md §2.6):
 
 So ``FitResult`` is bit-identical to the numpy path's. Whether this numpy build's BLAS and cosine
 are the ones the kernels call is checked on first use in every process (the learners register
-self-checks in :data:`PROBES`); a build that differs runs the numpy code with a one-line note.
+self-checks in :data:`PROBES`; each learner's run where that learner runs); a build that differs
+runs the numpy code with a one-line note.
 ``ILNRUN_NO_NUMBA=1`` or a Python without numba runs the numpy code too, as for Shrinking
 Gradient (its kernels module holds the switch, the notes and the compilation cache's rules).
 
@@ -25,7 +27,9 @@ played, as numpy's ``W[:, :-1] @ x`` is; random-net hidden rows (``h`` rows of `
 contiguous: numpy's ``W[:, :h D].reshape(n h, D) @ x``) and output weights ``b`` (a row ``v`` of
 ``h`` a draw). The map is read from these types when numba compiles
 (:func:`features`, :func:`draws`): a pass is compiled for one map at a time, with only that map's
-code, which keeps the first compilation short.
+code, which keeps the first compilation short; so do the ridge solver's array helpers (loops,
+not slice arithmetic) and the kernels' common rules (``shrinking_gradient_kernels``: internal
+kernels without a CPython wrapper, one set of numba options).
 """
 
 from __future__ import annotations
