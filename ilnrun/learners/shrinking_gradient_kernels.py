@@ -399,14 +399,10 @@ def draw_indices(rng, d, n):
 
 @_jit(internal=True)
 def draw_gaussian(rng, n, d):
-    """``rng.standard_normal((n, d))``: one ``standard_normal()`` after the other, in the
-    array's order, as numpy and numba draw them (the same numbers and stream; numba's array
-    form allocates with an ``np.empty`` no other kernel compiles)."""
-    out = np.empty((n, d))
-    for i in range(n):
-        for c in range(d):
-            out[i, c] = rng.standard_normal(None, np.float64)
-    return out
+    """``rng.standard_normal((n, d))``. (numba's array form: one ``standard_normal()`` after the
+    other written out in a loop compiled a little less, but the passes that draw many ran ~4%
+    slower.)"""
+    return rng.standard_normal((n, d), np.float64)
 
 
 @_jit(internal=True)
