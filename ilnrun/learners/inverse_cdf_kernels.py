@@ -116,7 +116,7 @@ def drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rn
     draw of every ``w`` of the chunk, then per row the ``m`` products
     ``(sgn_i psi(x_i; w)) psi(x; w)`` in draw order and ``|alpha|_1 (pairwise sum / m)``."""
     rows, d = len(idx) // m, X_eval.shape[1]
-    wi, Wf = kernels.draw_w(rng, kind, d, rows * m, param, net)
+    wi, Wf = kernels.draw_w(rng, kind, d, rows * m, param, net, None)  # (coord: not coordinate)
     ii, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
     prod, pe = np.empty(m), np.empty(m)
     for r in range(rows):
