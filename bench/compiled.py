@@ -119,16 +119,22 @@ def bench_whole(T: int, m: int, repeat: int) -> dict:
     return _row(T, m, f"whole pass, {T:,} rounds", samples, cpu)
 
 
-def bench_window(X, y, m: int, t0: int, t1: int, repeat: int) -> dict:
-    """Rounds ``t0 .. t1 - 1`` of the pass over ``(X, y)``, numpy and compiled from the same
-    state (from round 0, or a stand-in), and their roofline."""
-    T = len(y)
+def window_start(X, y, t0: int, m: int):
+    """The state a window from round ``t0`` starts from (round 0 of a new pass, or the
+    stand-in before ``t0``) and its generator's state."""
     if t0 == 0:
         rng0 = np.random.default_rng(1)
         st0 = win.new_pass(X, y, rng0, m)
     else:
         st0, rng0 = win.stand_in(X, y, t0, m)
-    start = rng0.bit_generator.state
+    return st0, rng0.bit_generator.state
+
+
+def bench_window(X, y, m: int, t0: int, t1: int, repeat: int) -> dict:
+    """Rounds ``t0 .. t1 - 1`` of the pass over ``(X, y)``, numpy and compiled from the same
+    state (from round 0, or a stand-in), and their roofline."""
+    T = len(y)
+    st0, start = window_start(X, y, t0, m)
     cpu = {"numpy": [], "compiled": [], "roofline": [], "gather": []}
     for _ in range(repeat):
         out = {}
@@ -202,12 +208,7 @@ def bench_threads(T: int, m: int, k: int, repeat: int) -> list[dict]:
     out = []
     for t0 in (0, T - k):
         win.new_pass(X[:300], y[:300], np.random.default_rng(1), m, 2).rounds(0, 300)  # compiles
-        if t0 == 0:
-            rng0 = np.random.default_rng(1)
-            st0 = win.new_pass(X, y, rng0, m)
-        else:
-            st0, rng0 = win.stand_in(X, y, t0, m)
-        start = rng0.bit_generator.state
+        st0, start = window_start(X, y, t0, m)
         wall, cpu, res = {1: [], 2: []}, {1: [], 2: []}, {}
         for _ in range(repeat):
             for n in (1, 2):

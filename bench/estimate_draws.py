@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from estimates import per_call  # noqa: E402
 
 from ilnrun.features import Coordinate, ReLU  # noqa: E402
 from ilnrun.learners import shrinking_gradient as sg  # noqa: E402
@@ -49,14 +51,6 @@ def setting(relu: bool):
 def spread(a) -> str:
     a = np.sort(np.asarray(a, dtype=float))
     return f"{a[0]:.3f} / {np.median(a):.3f} / {a[-1]:.3f}"
-
-
-def per_call(f, calls: int) -> float:
-    """CPU seconds per call of ``f`` (mean over ``calls`` calls)."""
-    t = time.process_time()
-    for _ in range(calls):
-        f()
-    return (time.process_time() - t) / calls
 
 
 def main() -> None:

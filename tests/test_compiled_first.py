@@ -66,18 +66,24 @@ print(json.dumps(compiled))
 """
 
 
-@pytest.mark.skipif(not kernels.available(), reason="numba is not available")
-def test_a_relu_run_compiles_each_kernel_once(tmp_path):
+def _last_json(code: str, cache) -> object:
+    """The JSON on the last line ``code`` prints, run in a fresh process on the numba cache
+    ``cache`` (empty: everything it runs is compiled there)."""
     proc = subprocess.run(
-        [sys.executable, "-c", CODE],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(cache)},
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    compiled = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+def test_a_relu_run_compiles_each_kernel_once(tmp_path):
+    compiled = _last_json(CODE, tmp_path)
     ours = [(name, args) for name, args, _, _ in compiled if name.startswith("ilnrun.")]
     names = [name for name, _ in ours]
     assert "ilnrun.learners.shrinking_gradient_kernels.sg_rounds" in names  # compiled here
@@ -148,16 +154,7 @@ print(json.dumps(seen))
 def test_a_learner_compiles_only_its_own_passes(tmp_path):
     """A Doubly SGD fit compiles no Fixed-Random pass (their self-checks run apart), and a
     Shrinking Gradient fit no Algorithm-2 estimates (checked where estimates first run)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", ONE_BY_ONE],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)},
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen = _last_json(ONE_BY_ONE, tmp_path)
     assert "dsgd_rounds" in seen["doubly_sgd"] and "fr_rounds" not in seen["doubly_sgd"]
     assert "fr_rounds" in seen["fixed_random"] and "ridge_rounds" not in seen["fixed_random"]
     assert "sg_rounds" in seen["shrinking_gradient"]
