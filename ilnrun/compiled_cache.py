@@ -267,6 +267,22 @@ def jit(
     return _uninterrupted(dispatcher)
 
 
+def decorator(numba_imported: bool) -> Callable:
+    """The ``@_jit`` of a kernel module that decided for itself whether numba runs
+    (``numba_imported``): ``_jit(f, **options)`` is :func:`jit` where it does, and where it does
+    not, the plain function (never called: the module's callers run the numpy code) or its
+    ``python`` twin. ``@_jit(internal=True)`` and ``@_jit(inline="always")`` take options."""
+
+    def _jit(f: Callable | None = None, **options) -> Callable:
+        if f is None:
+            return lambda g: _jit(g, **options)
+        if not numba_imported:
+            return options.get("python") or f
+        return jit(f, **options)
+
+    return _jit
+
+
 @functools.cache
 def _internal_class(base: type) -> type:
     """The class of an internal kernel's dispatcher (:func:`jit`): numba's ``base`` whose calls

@@ -21,6 +21,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 from ilnrun import compiled_cache, theory  # noqa: E402
+from ilnrun.learners.compiled import switched_off  # noqa: E402
 from tests.conftest import invoke, tiny_config, write_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +146,7 @@ def test_an_unwritable_cache_compiles_in_memory(tmp_path, monkeypatch, capsys):
     assert "cannot write numba's compiled-kernel cache" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(switched_off(), reason="the compiled kernels are switched off")
 def test_a_run_on_a_damaged_cache_exits_0_with_the_same_numbers(tmp_path, monkeypatch):
     """``ilnrun run`` on a cache whose every file of the Shrinking Gradient kernels is garbage
     (numba's own file names and ilnrun's): exit 0, a note naming the directory, no traceback,

@@ -112,6 +112,7 @@ def test_average_is_the_mean_of_the_iterates(kind):
     assert np.array_equal(avg.losses, last.losses) and avg.counters == last.counters
 
 
+@pytest.mark.skipif(not kernels.sgk.available(), reason="numba is not available")
 def test_average_of_a_diverged_pass_counts_the_round_that_diverged():
     """A pass stopped by a divergent prediction averages the iterates of the rounds played,
     the one that diverged included (as Shrinking Gradient's fbar over its losses)."""
@@ -136,6 +137,7 @@ CASES = [
 ]
 
 
+@pytest.mark.skipif(not kernels.sgk.available(), reason="numba is not available")
 @pytest.mark.parametrize(("kind", "kw"), CASES)
 def test_compiled_equals_numpy_bit_for_bit(kind, kw):
     """The compiled passes and the numpy code give the same losses, coefficients and counters
@@ -152,6 +154,7 @@ def test_compiled_equals_numpy_bit_for_bit(kind, kw):
     assert len(a.losses) == (1 if "deadline" in kw else 50)
 
 
+@pytest.mark.skipif(not kernels.sgk.available(), reason="numba is not available")
 def test_fit_runs_ridge_compiled_after_its_check(monkeypatch):
     """``fit`` picks the compiled ridge where its self-check passed, else the numpy code."""
     X, y = _problem(6, 20, 4)

@@ -15,6 +15,8 @@ import textwrap
 
 import pytest
 
+from ilnrun.learners import shrinking_gradient_kernels as sgk
+
 PROBE = textwrap.dedent(
     """
     import ctypes, signal, sys
@@ -68,6 +70,7 @@ PROBE = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.skipif(not sgk.available(), reason="numba is not available")
 def test_a_stop_landing_in_numbas_unboxing_of_rng_waits_for_the_call_to_end(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", PROBE],

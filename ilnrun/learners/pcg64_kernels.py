@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiled_cache import jit as compiled_jit
+from ..compiled_cache import decorator
 from .compiled import switched_off
 
 try:
@@ -49,14 +49,7 @@ TO_DOUBLE = 1.0 / 9007199254740992.0  # 2**-53
 MAX_BOUND = (1 << 32) - 1  # integers(0, d): d up to this (beyond it numpy draws 64-bit numbers)
 
 
-def _jit(f=None, **options):
-    """``numba.njit`` with ilnrun's on-disk cache; the plain function where numba is absent.
-    ``@_jit(internal=True)``: called from compiled code only (``compiled_cache.jit``)."""
-    if f is None:
-        return lambda g: _jit(g, **options)
-    if numba is None:
-        return options.get("python") or f
-    return compiled_jit(f, **options)
+_jit = decorator(numba is not None)  # @_jit(internal=True): compiled_cache.jit
 
 
 if numba is not None:

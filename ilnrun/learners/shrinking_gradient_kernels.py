@@ -58,7 +58,7 @@ import warnings
 
 import numpy as np
 
-from ..compiled_cache import jit as compiled_jit
+from ..compiled_cache import decorator
 from .compiled import NO_NUMBA_ENV, switched_off
 from .compiled import SG_CHECKS as PROBES
 from .compiled import SG_ESTIMATE_CHECKS as ESTIMATE_PROBES
@@ -114,18 +114,11 @@ except ImportError as exc:  # a Python that numba does not support yet, or switc
 # numpy's PCG64 streams written out (imports numba: after the threading layer is chosen above)
 from . import pcg64_kernels as pcg  # noqa: E402
 
-
-def _jit(f=None, **options):
-    """``numba.njit`` with the on-disk cache of :func:`ilnrun.compiled_cache.jit` (damaged files
-    rebuilt, saves locked); without a writable cache directory, compiled in memory in each
-    process; where numba is absent, the plain function (never called) or its ``python`` twin.
-    ``@_jit(inline="always")`` passes numba's options; ``internal=True`` (called from compiled
-    code only) and ``python=`` are :func:`ilnrun.compiled_cache.jit`'s."""
-    if f is None:
-        return lambda g: _jit(g, **options)
-    if numba is None:
-        return options.get("python") or f
-    return compiled_jit(f, **options)
+# numba.njit with the on-disk cache of compiled_cache.jit (damaged files rebuilt, saves locked;
+# compiled in memory where no cache directory is writable); the plain function or its python
+# twin where numba is absent. @_jit(inline="always") passes numba's options; internal=True
+# (called from compiled code only) and python= are compiled_cache.jit's
+_jit = decorator(numba is not None)
 
 
 if numba is not None:
