@@ -129,24 +129,22 @@ def main() -> None:
     ev.register("numba:compile", _listener(prof.on_compile))
     ev.register("numba:run_pass", _listener(prof.on_pass))
     ev.register("numba:llvm_lock", _listener(prof.on_llvm))
+
     # (numba's saving and loading, under ilnrun.compiled_cache's checks)
-    save, load = caching.Cache.save_overload, caching.Cache.load_overload
+    def timed(method, field: str):
+        """``method`` whose CPU seconds are added to ``prof.<field>``."""
 
-    def timed_save(self, sig, data):
-        t = time.process_time()
-        try:
-            return save(self, sig, data)
-        finally:
-            prof.save += time.process_time() - t
+        def run(self, sig, arg):
+            t = time.process_time()
+            try:
+                return method(self, sig, arg)
+            finally:
+                setattr(prof, field, getattr(prof, field) + time.process_time() - t)
 
-    def timed_load(self, sig, ctx):
-        t = time.process_time()
-        try:
-            return load(self, sig, ctx)
-        finally:
-            prof.load += time.process_time() - t
+        return run
 
-    caching.Cache.save_overload, caching.Cache.load_overload = timed_save, timed_load
+    caching.Cache.save_overload = timed(caching.Cache.save_overload, "save")
+    caching.Cache.load_overload = timed(caching.Cache.load_overload, "load")
     phases = _time_phases() if args.phases else {}
     from ilnrun.cli import main as cli
 
