@@ -519,8 +519,7 @@ def values_digest(record: dict) -> str:
     """SHA-256 of a record's values (every key but :data:`VALUES_KEY`), over their canonical
     JSON (sorted keys, no spaces): a changed digit anywhere in the record changes it."""
     body = {k: v for k, v in record.items() if k != VALUES_KEY}
-    text = json.dumps(body, sort_keys=True, allow_nan=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_canonical(body).encode()).hexdigest()
 
 
 def seal(record: dict) -> dict:
@@ -543,7 +542,7 @@ def sealed_line(record: dict) -> bytes:
     texts = _curve_texts(record.get("curve"))
     if texts is None:
         text = json.dumps(record, allow_nan=True)
-        canonical = json.dumps(record, sort_keys=True, allow_nan=True, separators=(",", ":"))
+        canonical = _canonical(record)
     else:  # the same two texts, the curve's numbers formatted once for both
         text = (
             "{"
