@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .config.typed import Experiment
-from .threads import requested_threads, threads_per_cell
+from .threads import BACKENDS, fork_refused, requested_threads, threads_per_cell
 
 
 class ArgumentError(ValueError):
@@ -56,8 +56,8 @@ def check_run_args(
     :func:`ilnrun.threads.threads_per_cell`)."""
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral) or int(jobs) < 1:
         raise ArgumentError(f"jobs must be a whole number >= 1, got {type(jobs).__name__}")
-    if backend not in ("loky", "dask"):
-        raise ArgumentError("backend must be 'loky' or 'dask'")
+    if backend not in BACKENDS:
+        raise ArgumentError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
     if scheduler is not None and not (isinstance(scheduler, str) and scheduler.strip()):
         raise ArgumentError("scheduler must be a dask scheduler address (a non-empty string)")
     if scheduler is not None and backend != "dask":
@@ -77,6 +77,9 @@ def check_run_args(
     except ValueError as exc:  # e.g. ILNRUN_THREADS='２': named, exit status 2
         raise ArgumentError(str(exc)) from None
     threads = threads_per_cell()
+    refused = fork_refused() if backend == "fork" else None
+    if refused:
+        raise ArgumentError(refused)
     if note and asked > threads:
         print(
             f"note: --threads {asked} (ILNRUN_THREADS) capped to {threads}, the CPUs this "
@@ -114,7 +117,7 @@ def run_experiment(
     overrides: Iterable[str] = (),
     quiet: bool = True,
     fresh: bool = False,
-    backend: str = "loky",
+    backend: str = "auto",
     scheduler: str | None = None,
     engine: str | None = None,
     extend: bool = False,
@@ -127,7 +130,8 @@ def run_experiment(
     (and resumed when it holds the same config, as ``ilnrun run`` does; ``fresh`` discards it;
     ``extend`` resumes it under a changed config, keeping the cells whose numbers it keeps);
     without, the run goes to a temporary directory that is removed afterwards. ``jobs``,
-    ``backend`` (``loky`` or ``dask``) and ``scheduler`` (a dask address; a local cluster when
+    ``backend`` (``auto``, ``fork``, ``loky`` or ``dask``:
+    :func:`ilnrun.threads.resolve_backend`) and ``scheduler`` (a dask address; a local cluster when
     omitted) are the command's options; ``quiet=False`` shows progress on stderr; ``engine``
     (``numpy`` or ``jax``), when given, replaces the config's ``engine`` as ``--engine`` does.
 
@@ -188,7 +192,7 @@ def run_resolved(
     out: Path,
     *,
     jobs: int = 1,
-    backend: str = "loky",
+    backend: str = "auto",
     scheduler: str | None = None,
     fresh: bool = False,
     quiet: bool = True,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING  # noqa: E402
 import click  # noqa: E402
 
 from . import __version__  # noqa: E402
+from .threads import BACKENDS  # noqa: E402
 
 if TYPE_CHECKING:  # noqa: E402
     from .config.typed import Experiment
@@ -184,10 +185,12 @@ def main(ctx: click.Context) -> None:
 )
 @click.option(
     "--backend",
-    type=click.Choice(["loky", "dask"]),
-    default="loky",
+    type=click.Choice(BACKENDS),
+    default="auto",
     show_default=True,
-    help="joblib backend.",
+    help="Worker processes: fork (forked from the run: they start at once; Linux, one thread "
+    "a cell), loky (fresh processes through joblib), dask; auto: fork where it applies, else "
+    "loky. The numbers are the same with each.",
 )
 @click.option(
     "--scheduler",
@@ -269,7 +272,7 @@ def _run(
 ) -> None:
     from . import config as C
     from .api import ArgumentError, run_resolved
-    from .experiment import RunDirError, RunInterrupted
+    from .experiment import RunBroken, RunDirError, RunInterrupted
     from .readers import environment_error
     from .stopping import check_stop, ignore_signals
 
@@ -290,7 +293,7 @@ def _run(
             memory_budget()
         except ValueError as exc:
             _fail(str(exc))
-        if backend != "loky" or jobs > 1:
+        if backend != "auto" or jobs > 1:
             click.echo(
                 "note: the jax engine runs its batches in this process (--jobs and --backend "
                 "do not apply)",
@@ -316,20 +319,25 @@ def _run(
         _fail(f"cannot write the results: {environment_error(exc, out_dir)}", 1)
     except C.ConfigError as exc:  # e.g. --jobs workers that do not fit this machine's memory
         _fail([f"{p}: {m}" if p else m for p, m in exc.problems])
-    except RunInterrupted as exc:
-        ignore_signals()  # the stop is under way: no second one
+    except (RunInterrupted, RunBroken) as exc:
+        stopped = isinstance(exc, RunInterrupted)
+        if stopped:
+            ignore_signals()  # the stop is under way: no second one
         again = ["ilnrun", "run", config_path, "--out", str(out_dir), "--jobs", str(jobs)]
         again += ["--engine", engine] if engine else []
-        again += ["--backend", backend] if backend != "loky" else []
+        again += ["--backend", backend] if backend != "auto" else []
         again += ["--scheduler", scheduler] if scheduler else []
         from .threads import threads_per_cell
 
         again += ["--threads", str(threads_per_cell())] if threads_per_cell() > 1 else []
+        what = f"{exc}:" if stopped else f"error: {exc};"
         click.echo(
-            f"{exc}: {exc.saved} of {exc.total} cells saved in {out_dir}; "
+            f"{what} {exc.saved} of {exc.total} cells saved in {out_dir}; "
             f"resume with: {shlex.join(again)}",
             err=True,
         )
+        if not stopped:
+            sys.exit(1)
         _exit_stopped(128 + exc.signum)
     if not quiet:
         div = ", ".join(f"{m}: {n}" for m, n in summary["diverged"].items())

@@ -801,7 +801,7 @@ def check(
     return None
 
 
-def workers(engine: str, jobs: int, backend: str = "loky", scheduler: str | None = None) -> int:
+def workers(engine: str, jobs: int, backend: str = "auto", scheduler: str | None = None) -> int:
     """The processes that hold a cell at once for ``--jobs jobs``: one for the jax ``engine``
     (its batches run in-process) and for a remote dask scheduler (its workers are elsewhere),
     else ``jobs`` capped to this machine's CPUs (:func:`check` caps them to the cells)."""
@@ -814,7 +814,7 @@ def check_run(
     work: Workload,
     cells: Callable[[], Sequence],
     jobs: int,
-    backend: str = "loky",
+    backend: str = "auto",
     scheduler: str | None = None,
 ) -> Schedule:
     """The memory check for ``jobs`` workers on this machine (capped to its CPUs and to the

@@ -38,7 +38,7 @@ from . import __version__, numeric_env
 from . import config as C
 from .datasets import by_content, resume_views
 from .datasets.identity import changed_inputs
-from .engines import DEFAULT_ENGINE, Progress, execute
+from .engines import DEFAULT_ENGINE, Progress, WorkerLost, execute
 from .results import (
     CELL_LOG,
     FIGURE_FORMATS,
@@ -61,7 +61,7 @@ from .results import (
 )
 from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
 from .stopping import GRACE_S, check_stop, stop_on_signals  # noqa: F401  (GRACE_S: for callers)
-from .threads import threads_per_cell
+from .threads import resolve_backend, threads_per_cell
 
 # the files every run into a directory writes whole (a resume too), and the cell log it appends to
 REWRITTEN = ("runs.csv", "summary.csv", "curves.csv", "config.yaml", "meta.json")
@@ -90,6 +90,15 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int, saved: int, total: int) -> None:
         self.signum, self.saved, self.total = signum, saved, total
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class RunBroken(Exception):
+    """A run ended by the loss of a worker process (:class:`ilnrun.engines.local.WorkerLost`)
+    after saving ``saved`` of ``total`` cells."""
+
+    def __init__(self, reason: str, saved: int, total: int) -> None:
+        self.saved, self.total = saved, total
+        super().__init__(reason)
 
 
 def _flatten(d, prefix=""):
@@ -362,7 +371,7 @@ def run(
     out: Path,
     *,
     jobs: int = 1,
-    backend: str = "loky",
+    backend: str = "auto",
     fresh: bool = False,
     quiet: bool = False,
     config_path: str | None = None,
@@ -492,7 +501,7 @@ def _run_locked(
         "corrupt_lines": log.corrupt,
         "jobs": jobs,
         "threads_per_cell": threads_per_cell(),
-        "backend": backend,
+        "backend": resolve_backend(backend),
         "git_commit": _git_commit(),
         "versions": _versions(),
         "platform": platform.platform(),
@@ -546,6 +555,8 @@ def _run_locked(
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         raise RunInterrupted(signum, len(done), len(all_cells)) from None
+    except WorkerLost as exc:
+        raise RunBroken(str(exc), len(done), len(all_cells)) from None
     by_method = runs.groupby("method")
     eval_s = runs["eval_s"].fillna(0.0) if "eval_s" in runs else 0.0 * runs["wall_s"]
     return {

@@ -896,13 +896,89 @@ def build_tables(
     summary = summarize(runs, dataset_keys)
     sel_ids = set(runs.loc[runs["selected"], "cell_id"])
     id_cols = ["method", *dataset_keys, "dsgd_k", "repetition", "setting"]
-    parts = []
-    for r in recs:
-        if r["id"] not in sel_ids:
-            continue
-        parts.append(_curve_frame(r, id_cols))
+    parts = _curve_frames([r for r in recs if r["id"] in sel_ids], id_cols)
     curves = _concat_runs(parts) if parts else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
     return runs.drop(columns=["cell_index"]), summary, curves
+
+
+def _curve_frames(records: list[dict], id_cols: list[str]) -> list[pd.DataFrame]:
+    """The learning curves of ``records`` as frames to be concatenated, in order: each run of
+    consecutive records whose curves have the same columns and kinds of values
+    (:func:`_curve_kinds`) as one frame built from its columns' arrays, the frame that
+    :func:`_curve_frame` of each and their concatenation would give (the same columns, types
+    and values) without a frame per record; a record of another shape by :func:`_curve_frame`."""
+    frames: list[pd.DataFrame] = []
+    run: list[dict] = []
+    kinds: tuple | None = None
+    for r in records:
+        k = _curve_kinds(r, id_cols)
+        if run and k is not None and k == kinds:
+            run.append(r)
+            continue
+        if run:
+            frames.append(_run_frame(run, kinds))
+        run, kinds = ([r], k) if k is not None else ([], None)
+        if k is None:
+            frames.append(_curve_frame(r, id_cols))
+    if run:
+        frames.append(_run_frame(run, kinds))
+    return frames
+
+
+# the kind of a value, for the types whose frame column pandas types the same way each time
+_SCALAR_KINDS = {str: "str", bool: "bool", int: "int", float: "float", type(None): "none"}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _curve_kinds(record: dict, id_cols: list[str]) -> tuple | None:
+    """``((name, kind), ...)`` of a record's curve frame (:func:`_curve_frame`): the identifying
+    columns by the kind of their value (``str``, ``bool``, ``int`` in int64, ``float``,
+    ``none``), then the curve's lists (``int``: Python ints in int64; ``float``: floats, or ints
+    and floats). ``None`` for any other record (a curve without ``t``, lists of other values or
+    of unequal lengths), which is then built as before."""
+    curve, row = record["curve"], record["row"]
+    if not curve.get("t") or any(col in curve for col in id_cols):
+        return None
+    out = []
+    for col in id_cols:
+        v = row[col]
+        kind = _SCALAR_KINDS.get(type(v))
+        if kind is None or (kind == "int" and not _INT64[0] <= v <= _INT64[1]):
+            return None
+        out.append((col, kind))
+    n = len(curve["t"])
+    for name, values in curve.items():
+        if type(values) is not list or len(values) != n:
+            return None
+        types = set(map(type, values))
+        if types == {int} and _INT64[0] <= min(values) and max(values) <= _INT64[1]:
+            out.append((name, "int"))
+        elif types and types <= _JSON_NUMBERS and float in types:
+            out.append((name, "float"))
+        else:
+            return None
+    return tuple(out)
+
+
+def _run_frame(run: list[dict], kinds: tuple) -> pd.DataFrame:
+    """One frame of the curves of ``run`` (records of the same :func:`_curve_kinds`): each
+    identifying value repeated over its record's points, each curve's lists joined; strings and
+    ``None`` go in as lists, for pandas to type them as it types a repeated scalar."""
+    lengths = np.array([len(r["curve"]["t"]) for r in run])
+    dtypes = {"bool": bool, "int": np.int64, "float": np.float64}
+    columns: dict[str, object] = {}
+    for name, kind in kinds:
+        if name in run[0]["curve"]:
+            values = [v for r in run for v in r["curve"][name]]
+            columns[name] = np.array(values, dtype=dtypes[kind])
+        elif kind in dtypes:
+            scalars = np.array([r["row"][name] for r in run], dtypes[kind])
+            columns[name] = np.repeat(scalars, lengths)
+        else:
+            scalars = np.empty(len(run), dtype=object)
+            scalars[:] = [r["row"][name] for r in run]
+            columns[name] = np.repeat(scalars, lengths).tolist()
+    return pd.DataFrame(columns)
 
 
 def _concat_runs(parts: list[pd.DataFrame]) -> pd.DataFrame:

@@ -12,6 +12,9 @@ CPUs only add switching, and the loky workers of ``--jobs`` get the count as the
 ``NUMBA_NUM_THREADS`` / ``OMP_NUM_THREADS`` (joblib's ``inner_max_num_threads``), where thousands
 of threads ended a worker. ``ilnrun run`` notes the cap (:func:`requested_threads` is what was
 asked) and refuses an ``ILNRUN_THREADS`` that is not a whole number >= 1 in ASCII digits.
+
+The processes of ``--jobs`` are the ``--backend``'s (:func:`resolve_backend`; ``auto`` forks
+them where a cell runs one thread), run by :mod:`ilnrun.engines.local`.
 """
 
 from __future__ import annotations
@@ -78,3 +81,41 @@ def set_threads_per_cell(threads: int) -> None:
     """Set the knob for this process and the workers it starts afterwards (a count beyond
     :data:`MAX_DIGITS` digits is stored as the largest one: it is capped to the CPUs anyway)."""
     os.environ[THREADS_ENV] = str(min(int(threads), 10**MAX_DIGITS - 1))
+
+
+# ``--backend``: ``auto`` (the default) is resolved to ``fork`` or ``loky`` (resolve_backend)
+BACKENDS = ("auto", "fork", "loky", "dask")
+
+
+def fork_available() -> bool:
+    """Whether this system forks workers (Linux, with the ``fork`` start method): macOS and
+    Windows have no safe ``fork`` of a process that has loaded native libraries."""
+    import multiprocessing
+
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def resolve_backend(backend: str) -> str:
+    """The backend a run uses for ``--backend backend``: ``auto`` is ``fork`` where
+    :func:`fork_refused` finds nothing against it, else ``loky``; the others are themselves."""
+    if backend != "auto":
+        return backend
+    return "loky" if fork_refused() else "fork"
+
+
+def fork_refused() -> str | None:
+    """Why workers cannot be forked from this process (``--backend fork``), or ``None``: no
+    fork on this system; more than one thread a cell (:func:`threads_per_cell`: a worker forked
+    from a process whose compiled kernels started their thread pool could inherit it half
+    made); or JAX loaded in this process (its threads run from its import on, and a fork of them
+    can deadlock: a Python session that imported jax before calling the API)."""
+    if not fork_available():
+        return "--backend fork needs Linux's fork; use --backend loky"
+    if threads_per_cell() > 1:
+        return (
+            f"--backend fork runs one thread a cell, not {threads_per_cell()} (--threads); "
+            "use --backend loky"
+        )
+    if "jax" in sys.modules:
+        return "--backend fork cannot fork this process, which has loaded jax; use --backend loky"
+    return None

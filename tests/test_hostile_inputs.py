@@ -332,7 +332,17 @@ def test_joblib_folders_are_ours_and_removed(config_file, tmp_path):
     stale.mkdir(exist_ok=True)
     (stale / "joblib_memmapping_folder_x").mkdir(exist_ok=True)
     pid = os.getpid()
-    res = _invoke("run", str(config_file), "--out", str(tmp_path / "o"), "-q", "--jobs", "2")
+    res = _invoke(
+        "run",
+        str(config_file),
+        "--out",
+        str(tmp_path / "o"),
+        "-q",
+        "--jobs",
+        "2",
+        "--backend",
+        "loky",  # (forked workers have no joblib folder)
+    )
     assert res.exit_code == 0, res.output
     assert not stale.exists()
     leaked = [p.name for p in base.glob(f"joblib_memmapping_folder_{pid}_*")]

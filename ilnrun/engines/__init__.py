@@ -39,9 +39,17 @@ from __future__ import annotations
 
 from ..config import Cell, Experiment
 from ..config.schema import DEFAULT_ENGINE, ENGINES, engine_of
-from .local import Progress, execute_local
+from .local import Progress, WorkerLost, execute_local
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "Progress", "engine_of", "execute", "jax_available"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "Progress",
+    "WorkerLost",
+    "engine_of",
+    "execute",
+    "jax_available",
+]
 
 
 def jax_available() -> bool:

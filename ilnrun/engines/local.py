@@ -1,14 +1,18 @@
 """The local engine: cells run one at a time with their numpy passes, in this process or in
 worker processes (docs/architecture.md §3).
 
-- Execution: cells go through joblib (``loky`` processes, or dask through joblib's dask backend);
-  each worker caches the last few dataset instances (:func:`ilnrun.cell.instance`), and cells
-  sharing an instance are dispatched consecutively. Nothing depends on the number of workers,
-  the backend or the order in which cells run (seeds: :func:`ilnrun.cell.seeds`).
+- Execution (``--backend``, :func:`resolve_backend`): ``fork`` workers are forked from the run's
+  process (:func:`execute_forked`: they start at once with every module and compiled kernel the
+  parent has loaded; Linux, one thread per cell), ``loky`` workers are fresh processes through
+  joblib, ``dask`` goes through joblib's dask backend; ``auto``, the default, is ``fork`` where
+  it applies and ``loky`` elsewhere. Each worker caches the last few dataset instances
+  (:func:`ilnrun.cell.instance`), and cells sharing an instance are dispatched consecutively.
+  Nothing depends on the number of workers, the backend or the order in which cells run
+  (seeds: :func:`ilnrun.cell.seeds`).
 - Threads: BLAS and every other native thread pool run one thread inside a cell
   (:func:`ilnrun.numeric_env.one_thread`), whether the cell runs in-process (``--jobs 1``) or in
-  a worker, so the numbers are bit-identical for any ``--jobs`` and backend. Loky workers exit
-  when the parent process dies.
+  a worker, so the numbers are bit-identical for any ``--jobs`` and backend. Fork and loky
+  workers exit when the parent process dies.
 - Tasks: a worker task runs a few consecutive cells of one dataset instance (:func:`chunks`: at
   most ``CHUNK_ROUNDS`` training rounds in all, so ``CHUNK_ROUNDS / T`` cells of ``T`` rounds;
   one cell per task from ``T >= CHUNK_ROUNDS / 2``), which pays the dispatch (pickling, a
@@ -32,7 +36,9 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -41,16 +47,21 @@ import warnings
 from ..cell import forget_instances, run_cell, run_cells, twins
 from ..config import Cell, Experiment
 from ..numeric_env import one_thread
-from ..threads import threads_per_cell
+from ..threads import BACKENDS, fork_available, resolve_backend, threads_per_cell
 
 __all__ = [
+    "BACKENDS",
     "CHUNK_ROUNDS",
+    "WorkerLost",
     "INSTANCE_ROUNDS",
     "Progress",
     "chunks",
+    "execute_forked",
     "execute_local",
+    "fork_available",
     "loky_options",
     "one_thread",
+    "resolve_backend",
     "run_alone",
     "warm_up",
     "worker_cell",
@@ -104,6 +115,11 @@ class Progress:
         else:
             sys.stderr.write(msg + "\n")
         sys.stderr.flush()
+
+
+class WorkerLost(RuntimeError):
+    """A worker process ended while it held cells (killed; out of memory): the run stops, the
+    records already returned are kept and the others run again on resume."""
 
 
 _WATCHED_PID: int | None = None
@@ -238,21 +254,23 @@ def execute_local(
     on_record,
     one_at_a_time: frozenset[str] = frozenset(),
 ) -> None:
-    """Run ``pending`` cells (their numpy passes) with joblib and hand each record to
-    ``on_record`` as it finishes. Every cell runs with native thread pools pinned to one thread
-    (bit-identical numbers for any ``jobs`` and backend). The cells of ``one_at_a_time`` (too
-    big for ``jobs`` of them to fit in memory: :class:`ilnrun.cost.Schedule`) run
-    one after another in this process before the workers start on the others."""
+    """Run ``pending`` cells (their numpy passes) in ``jobs`` workers of ``backend``
+    (:func:`resolve_backend`) and hand each record to ``on_record`` as it finishes. Every cell
+    runs with native thread pools pinned to one thread (bit-identical numbers for any ``jobs``
+    and backend). The cells of ``one_at_a_time`` (too big for ``jobs`` of them to fit in
+    memory: :class:`ilnrun.cost.Schedule`) run one after another in this process before the
+    workers start on the others."""
     from joblib import Parallel, delayed, parallel_config
 
     if not pending:
         return
-    if jobs == 1 and backend == "loky":
+    backend = resolve_backend(backend)
+    if jobs == 1 and backend in ("fork", "loky"):
         with one_thread():
             for rec in run_cells(exp, pending):
                 on_record(rec)
         return
-    watch = backend == "loky"
+    watch = backend in ("fork", "loky")
     parent = os.getpid() if watch else None
     if watch:
         pending = warm_up(exp, pending, on_record)
@@ -260,6 +278,9 @@ def execute_local(
         pending = run_alone(exp, pending, one_at_a_time, on_record)
     # the cells run here are done: their dataset instances would hold memory the workers need
     forget_instances()
+    if backend == "fork":
+        execute_forked(exp, chunks(pending, jobs), jobs, on_record)
+        return
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
     limits = loky_options(parent) if watch else {}
     from ..tempdirs import joblib_temp_folder
@@ -268,11 +289,15 @@ def execute_local(
         joblib_temp_folder() as tmp,
         parallel_config(backend=backend, n_jobs=jobs, temp_folder=tmp, **limits),
     ):
+        from joblib.externals.loky.process_executor import TerminatedWorkerError
+
         results = Parallel(return_as="generator_unordered")(tasks)
         try:
             for recs in results:
                 for rec in recs:
                     on_record(rec)
+        except TerminatedWorkerError as exc:
+            raise WorkerLost(_lost(exc)) from None
         finally:
             # a run that ends early (a stop, a full disk) cancels the cells in flight: joblib's
             # warning that it did says nothing the run's own message does not, and points into
@@ -280,3 +305,99 @@ def execute_local(
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", CANCELLED_WARNING, UserWarning)
                 results.close()
+
+
+# what the forked workers find in memory: the run's experiment and its tasks, set by the parent
+# just before it forks them (nothing of either is pickled; a task is its index)
+_FORKED: tuple[Experiment, list[list[Cell]]] | None = None
+
+
+def _forked_start(parent: int) -> None:
+    """A forked worker's start: the run's signal handling is the parent's alone — its wake-up
+    descriptor (the parent's watchdog would read this worker's signals as its own) is dropped,
+    Ctrl-C (sent to the whole process group) is left to the parent, which ends the workers, and
+    SIGTERM ends the worker as it ends a loky worker; then the parent watchdog
+    (:func:`_watch_parent`)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _watch_parent(parent)
+
+
+def _forked_task(index: int) -> list[dict]:
+    """Task ``index`` of the run's tasks, in a forked worker (:func:`worker_cells`)."""
+    assert _FORKED is not None
+    exp, parts = _FORKED
+    with one_thread():
+        return list(run_cells(exp, parts[index]))
+
+
+def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_record) -> None:
+    """Run the tasks ``parts`` in ``jobs`` worker processes forked from this one (``--backend
+    fork``) and hand each record to ``on_record`` as its task returns.
+
+    A forked worker starts with everything this process has loaded — the modules, the compiled
+    kernels (:func:`warm_up` loaded or compiled them here), the experiment — so it neither imports
+    nor loads a kernel, and a task is sent as its index. The numbers are those of any other
+    backend (every cell's randomness comes from its own seed; one thread in a cell). A stop or an
+    error here ends the workers at once (the tasks not returned are run again on resume); a worker
+    that dies (killed, out of memory) ends the run with an error, the returned records kept."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _FORKED
+    _FORKED = (exp, parts)
+    sys.stdout.flush()  # a worker would write what is still buffered here a second time
+    sys.stderr.flush()
+    pool = ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_forked_start,
+        initargs=(os.getpid(),),
+    )
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns that a fork of a process with threads may deadlock the child:
+            # this one's other threads (the stop watchdog, blocked in recv; BLAS's pool, which
+            # re-forms after a fork) hold no lock a worker takes. The workers are all forked on
+            # the first submit, from this thread.
+            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+            futures = [pool.submit(_forked_task, i) for i in range(len(parts))]
+        for fut in as_completed(futures):  # (in the order they finish)
+            try:
+                recs = fut.result()
+            except BrokenProcessPool as exc:
+                raise WorkerLost(_lost(exc)) from None
+            for rec in recs:
+                on_record(rec)
+    except BaseException:
+        _end_pool(pool)
+        raise
+    finally:
+        _FORKED = None
+    pool.shutdown(wait=True)
+
+
+def _end_pool(pool) -> None:
+    """Shut ``pool`` down without waiting for the tasks in flight: the queued ones are
+    cancelled and the workers killed (``kill_workers`` from Python 3.14; before, the pool's own
+    list of its processes)."""
+    kill = getattr(pool, "kill_workers", None)
+    if kill is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill()
+    else:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+    pool.shutdown(wait=True)
+
+
+def _lost(exc: BaseException) -> str:
+    """What :class:`WorkerLost` says of the pool's error ``exc`` (the signal that ended a
+    worker where the pool names it)."""
+    text = str(exc)
+    sig = next((f" ({n})" for n in ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT") if n in text), "")
+    return f"a worker process ended while running cells{sig}: killed, or out of memory?"
