@@ -32,6 +32,7 @@ Native thread pools (BLAS) run one thread, as in every cell.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -240,6 +241,10 @@ def bench_threads(T: int, m: int, k: int, repeat: int) -> list[dict]:
 
 
 TIMING = ("wall_s", "eval_s", "train_s", "cell_s")
+# figure1's variant with the opt-in estimate stream (docs/protocol.md §5.7): other numbers
+OPT_IN_SET = "evaluation.estimate_draws=inverse_cdf_v1"
+OPT_IN = "this code, compiled, warm cache, `--set " + OPT_IN_SET + "`"
+IDENTICAL = {True: "yes", False: "**no**", None: "— (another stream)"}
 
 
 def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
@@ -273,12 +278,15 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
         (hidden / "numba").mkdir(parents=True)
         (hidden / "numba" / "__init__.py").write_text('raise ImportError("numba hidden")\n')
 
-        def once(tree: Path, cache: Path, extra_path: str = "") -> tuple[float, float, Path]:
+        def once(
+            tree: Path, cache: Path, extra_path: str = "", sets: tuple[str, ...] = ()
+        ) -> tuple[float, float, Path]:
             out = tmp / f"f1-{len(list(tmp.iterdir()))}"
             env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "MPLBACKEND": "Agg"}
             env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, str(tree)) if p)
             cmd = [sys.executable, "-m", "ilnrun.cli", "run", "configs/figure1_paper_grid.yaml"]
             cmd += ["--out", str(out), "--jobs", str(jobs), "--fresh", "--quiet"]
+            cmd += [a for kv in sets for a in ("--set", kv)]
             r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             subprocess.run(cmd, check=True, cwd=tree, env=env)
             wall, r1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -289,16 +297,18 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
         for label, tree in trees.items():
             warm = tmp / f"cache-{len(variants)}"
             once(tree, warm)  # fills the warm cache (not counted)
-            variants.append((f"{label}, compiled, warm cache", tree, lambda w=warm: w, ""))
-            variants.append((f"{label}, empty cache", tree, None, ""))
-        variants.append(("this code, numba hidden", ROOT, tmp / "never", str(hidden)))
+            variants.append((f"{label}, compiled, warm cache", tree, lambda w=warm: w, "", ()))
+            variants.append((f"{label}, empty cache", tree, None, "", ()))
+            if tree == ROOT:  # the opt-in stream (other numbers: compared with nothing)
+                variants.append((OPT_IN, tree, lambda w=warm: w, "", (OPT_IN_SET,)))
+        variants.append(("this code, numba hidden", ROOT, tmp / "never", str(hidden), ()))
         wall: dict = {v[0]: [] for v in variants}
         cpu: dict = {v[0]: [] for v in variants}
         outs: dict = {}
         for i in range(repeat):
-            for label, tree, cache, extra in variants:
+            for label, tree, cache, extra, sets in variants:
                 where = cache() if callable(cache) else cache or tmp / f"empty-{label[:4]}-{i}"
-                w, c, outs[label] = once(tree, Path(where), extra)
+                w, c, outs[label] = once(tree, Path(where), extra, sets)
                 wall[label].append(w)
                 cpu[label].append(c)
                 print(
@@ -310,14 +320,28 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
             runs = runs.drop(columns=[c for c in TIMING if c in runs.columns])
             return runs.sort_values("cell_id").reset_index(drop=True)
 
+        def backend(d: Path) -> str:
+            return str(json.loads((d / "meta.json").read_text()).get("backend", "?"))
+
         ref, same = numbers(outs[variants[0][0]]), {}
         for label in outs:
+            if label == OPT_IN:
+                same[label] = None
+                continue
             try:
                 pd.testing.assert_frame_equal(ref, numbers(outs[label]), check_exact=True)
                 same[label] = True
             except AssertionError:
                 same[label] = False
-        return {"jobs": jobs, "repeat": repeat, "wall": wall, "cpu": cpu, "identical": same}
+        workers = {label: backend(d) for label, d in outs.items()}
+        return {
+            "jobs": jobs,
+            "repeat": repeat,
+            "wall": wall,
+            "cpu": cpu,
+            "identical": same,
+            "backend": workers,
+        }
 
 
 def section(R: dict) -> list[str]:
@@ -395,17 +419,19 @@ def section(R: dict) -> list[str]:
             "**figure1 end to end** (`ilnrun run configs/figure1_paper_grid.yaml "
             f"--jobs {f1['jobs']}`, "
             f"{f1['repeat']} runs of each variant, interleaved; min / median / max seconds; "
-            "runs.csv compared with this code's warm run, timing columns aside):",
+            "runs.csv compared with this code's warm run, timing columns aside; the workers: "
+            "the backend `meta.json` records, `fork` or `loky`, the default of each code):",
             "",
-            "| variant | wall s | CPU s | runs.csv identical |",
-            "|---|---:|---:|---|",
+            "| variant | workers | wall s | CPU s | runs.csv identical |",
+            "|---|---|---:|---:|---|",
         ]
         for k in f1["wall"]:
             w, c = np.array(f1["wall"][k]), np.array(f1["cpu"][k])
             L.append(
-                f"| {k} | {w.min():.1f} / {np.median(w):.1f} / {w.max():.1f} | "
+                f"| {k} | {f1.get('backend', {}).get(k, '?')} | "
+                f"{w.min():.1f} / {np.median(w):.1f} / {w.max():.1f} | "
                 f"{c.min():.1f} / {np.median(c):.1f} / {c.max():.1f} | "
-                f"{'yes' if f1['identical'][k] else '**no**'} |"
+                f"{IDENTICAL[f1['identical'][k]]} |"
             )
     L += targets(R)
     L += [END]
@@ -419,11 +445,15 @@ def targets(R: dict) -> list[str]:
     window's wall-time ratios)."""
     rows = []
     f1 = R.get("figure1")
-    warm = "this code, compiled, warm cache"
-    if f1 and warm in f1["wall"]:
+    for warm, what in (
+        ("this code, compiled, warm cache", ""),
+        (OPT_IN, f" with `--set {OPT_IN_SET}`"),
+    ):
+        if not (f1 and warm in f1["wall"]):
+            continue
         w, c = float(np.median(f1["wall"][warm])), float(np.median(f1["cpu"][warm]))
         rows.append(
-            f"| figure1 paper grid, `--jobs {f1['jobs']}`, warm: ≤ 10 s wall | {w:.1f} s | "
+            f"| figure1 paper grid{what}, `--jobs {f1['jobs']}`, warm: ≤ 10 s wall | {w:.1f} s | "
             f"{'met' if w <= 10 else 'not met'} |"
         )
         rows.append(
