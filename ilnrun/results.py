@@ -912,14 +912,14 @@ def _curve_frames(records: list[dict], id_cols: list[str]) -> list[pd.DataFrame]
     kinds: tuple | None = None
     for r in records:
         k = _curve_kinds(r, id_cols)
-        if run and k is not None and k == kinds:
-            run.append(r)
-            continue
-        if run:
+        if run and k != kinds:
             frames.append(_run_frame(run, kinds))
-        run, kinds = ([r], k) if k is not None else ([], None)
+            run = []
         if k is None:
             frames.append(_curve_frame(r, id_cols))
+        else:
+            run.append(r)
+            kinds = k
     if run:
         frames.append(_run_frame(run, kinds))
     return frames

@@ -47,21 +47,18 @@ import warnings
 from ..cell import forget_instances, run_cell, run_cells, twins
 from ..config import Cell, Experiment
 from ..numeric_env import one_thread
-from ..threads import BACKENDS, fork_available, resolve_backend, threads_per_cell
+from ..threads import resolve_backend, threads_per_cell
 
 __all__ = [
-    "BACKENDS",
     "CHUNK_ROUNDS",
-    "WorkerLost",
     "INSTANCE_ROUNDS",
     "Progress",
+    "WorkerLost",
     "chunks",
     "execute_forked",
     "execute_local",
-    "fork_available",
     "loky_options",
     "one_thread",
-    "resolve_backend",
     "run_alone",
     "warm_up",
     "worker_cell",
@@ -328,8 +325,7 @@ def _forked_task(index: int) -> list[dict]:
     """Task ``index`` of the run's tasks, in a forked worker (:func:`worker_cells`)."""
     assert _FORKED is not None
     exp, parts = _FORKED
-    with one_thread():
-        return list(run_cells(exp, parts[index]))
+    return worker_cells(exp, parts[index])
 
 
 def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_record) -> None:
