@@ -49,14 +49,13 @@ from .results import (
     CellLog,
     ManifestError,
     Written,
-    build_tables,
     file_entry,
     read_written,
     select_modes,
     sweep_temporaries,
     write_atomic,
     write_manifest,
-    write_tables,
+    write_run_tables,
     written_by_ilnrun,
 )
 from .safe_yaml import YamlLimitError, bounded_repr, load_bounded, load_json
@@ -544,10 +543,9 @@ def _run_locked(
             execute(cfg, pending, jobs, backend, on_record, one_at_a_time)
             check_stop()
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)
-            runs, summary, curves = build_tables(
-                list(done.values()), order, dataset_keys(cfg.dataset), modes
+            runs = write_run_tables(
+                out, list(done.values()), order, dataset_keys(cfg.dataset), modes
             )
-            write_tables(out, runs, summary, curves)
             log.vouch()  # the log's content now, for --fresh and the next resume
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             write_atomic(meta_path, json.dumps(meta, indent=2))

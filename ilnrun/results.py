@@ -16,15 +16,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import math
 import os
 import re
+import signal
 import stat
+import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +133,99 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (:func:`write_atomic_bytes`)."""
     write_atomic_bytes(path, text.encode())
+
+
+FORK_CURVE_POINTS = 20_000  # curve points from which curves.csv is written by a child
+
+
+class ChildWrite:
+    """``write_atomic_bytes(path, make())`` done by a child forked from this process while this
+    one goes on (Linux, where :func:`ilnrun.threads.fork_refused` finds nothing against a fork;
+    else, or with ``fork=False``, by :meth:`join` here). The child writes the file (a temporary
+    file named after it, then ``os.replace``) and sends its manifest entry back; :meth:`join`
+    waits for it and records the file in the manifest here, so only this process writes the
+    manifest. A child that fails (a full disk, any error) is answered by making and writing the
+    file here, where the error is raised as it would have been: the same bytes either way.
+    :meth:`cancel` (after :meth:`join`, or instead of it on an error or a stop) kills a child
+    still running and removes its temporary file. The child leaves signals to this process:
+    Ctrl-C reaches the whole process group, and this process then cancels the child."""
+
+    def __init__(self, path: Path, make, fork: bool = True) -> None:
+        from .threads import fork_refused
+
+        self.path, self.make = Path(path), make
+        self.pid: int | None = None
+        self.fd = -1
+        if not fork or fork_refused() is not None:
+            return
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush()  # the child would write what is still buffered here a second time
+        sys.stderr.flush()
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns on a fork of a process with threads: this one's others (the
+            # stop watchdog, blocked in recv; BLAS's pool) hold no lock the child takes
+            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: writes the file and its entry, then ends without clean-up
+            code = 1
+            try:
+                os.close(read_fd)
+                signal.set_wakeup_fd(-1)  # (else the run's watchdog would read them as its own)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                data = make()
+                tmp = self._tmp(os.getpid())
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, self.path)
+                os.write(write_fd, json.dumps(content_entry(data)).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.pid, self.fd = pid, read_fd
+
+    def _tmp(self, pid: int) -> Path:
+        """The child's temporary file: named as :func:`write_atomic_bytes` names its own (its
+        8 characters the child's process id), so that :func:`sweep_temporaries` knows it."""
+        return self.path.parent / f".{self.path.name}.{pid:08x}.tmp"
+
+    def join(self) -> None:
+        """Wait for the child and record its file in the manifest; without a child, or where
+        it failed, make and write the file here."""
+        entry = None
+        if self.pid is not None:
+            with os.fdopen(self.fd, "rb") as fh:
+                self.fd = -1
+                message = fh.read()
+            _, status = os.waitpid(self.pid, 0)
+            pid, self.pid = self.pid, None
+            if os.waitstatus_to_exitcode(status) == 0 and message:
+                entry = json.loads(message)
+            else:
+                _remove_quietly(self._tmp(pid))
+        if entry is None:
+            write_atomic_bytes(self.path, self.make())
+        else:
+            record_output(self.path, entry=entry)
+
+    def cancel(self) -> None:
+        """Kill the child if it still runs, reap it and remove its temporary file."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.pid is not None:
+            pid, self.pid = self.pid, None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            _remove_quietly(self._tmp(pid))
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def save_figure_atomic(fig, path: Path, **savefig_kwargs) -> None:
@@ -882,6 +979,48 @@ def build_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``runs``, ``summary`` and ``curves`` tables from cell records, in cell order; selection
     per learner by ``modes`` (:func:`select_modes`; default: every learner on ``val_loss``)."""
+    recs, runs = _runs_table(records, order, dataset_keys, modes)
+    summary = summarize(runs, dataset_keys)
+    curves = _curves_table(recs, runs, dataset_keys)
+    return runs.drop(columns=["cell_index"]), summary, curves
+
+
+def write_run_tables(
+    directory: Path,
+    records: list[dict],
+    order: dict[str, int],
+    dataset_keys: list[str],
+    modes: dict[str, str] | None = None,
+) -> pd.DataFrame:
+    """:func:`build_tables`'s three tables written at the end of a run (``write_atomic``), the
+    same files byte for byte, with ``curves.csv`` made and written by a child forked from this
+    process (:class:`ChildWrite`) while this one makes and writes ``runs.csv`` and
+    ``summary.csv``, where the curves have at least :data:`FORK_CURVE_POINTS` points. Returns
+    ``runs``."""
+    directory = Path(directory)
+    recs, runs = _runs_table(records, order, dataset_keys, modes)
+
+    def curves_csv() -> bytes:
+        return _curves_table(recs, runs, dataset_keys).to_csv(index=False).encode()
+
+    points = sum(len(r["curve"].get("t") or ()) for r in recs)
+    curves = ChildWrite(directory / "curves.csv", curves_csv, fork=points >= FORK_CURVE_POINTS)
+    try:
+        summary = summarize(runs, dataset_keys)
+        runs = runs.drop(columns=["cell_index"])
+        write_atomic(directory / "runs.csv", runs.to_csv(index=False))
+        write_atomic(directory / "summary.csv", summary.to_csv(index=False))
+        curves.join()
+    finally:
+        curves.cancel()
+    return runs
+
+
+def _runs_table(
+    records: list[dict], order: dict[str, int], dataset_keys: list[str], modes: dict | None
+) -> tuple[list[dict], pd.DataFrame]:
+    """The records in cell order and the ``runs`` table with its selection and a last column
+    ``cell_index`` (:func:`build_tables`)."""
     recs = sorted(records, key=lambda r: order[r["id"]])
     runs = pd.DataFrame([{**r["row"], "cell_index": order[r["id"]]} for r in recs])
     # columns in order of appearance, the status columns last (whichever learner came first)
@@ -892,13 +1031,15 @@ def build_tables(
     for col in int_columns():  # integers that are missing for some learners
         if col in runs:
             runs[col] = runs[col].astype("Int64")
-    runs = select(runs, dataset_keys, modes)
-    summary = summarize(runs, dataset_keys)
+    return recs, select(runs, dataset_keys, modes)
+
+
+def _curves_table(recs: list[dict], runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
+    """The ``curves`` table: the learning curves of the selected cells, in cell order."""
     sel_ids = set(runs.loc[runs["selected"], "cell_id"])
     id_cols = ["method", *dataset_keys, "dsgd_k", "repetition", "setting"]
     parts = _curve_frames([r for r in recs if r["id"] in sel_ids], id_cols)
-    curves = _concat_runs(parts) if parts else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
-    return runs.drop(columns=["cell_index"]), summary, curves
+    return _concat_runs(parts) if parts else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
 
 
 def _curve_frames(records: list[dict], id_cols: list[str]) -> list[pd.DataFrame]:
@@ -1007,10 +1148,3 @@ def _curve_frame(record: dict, id_cols: list[str]) -> pd.DataFrame:
             c.insert(0, col, record["row"][col])
         return c
     return pd.DataFrame({**{col: record["row"][col] for col in id_cols}, **curve})
-
-
-def write_tables(
-    directory: Path, runs: pd.DataFrame, summary: pd.DataFrame, curves: pd.DataFrame
-) -> None:
-    for name, df in (("runs.csv", runs), ("summary.csv", summary), ("curves.csv", curves)):
-        write_atomic(Path(directory) / name, df.to_csv(index=False))

@@ -587,7 +587,7 @@ def test_full_disk_exits_1_with_one_line(reference, tmp_path, monkeypatch, code,
 
     if command == "run":
         monkeypatch.setattr(R.os, "write", full)
-        monkeypatch.setattr(R, "write_tables", lambda *a: full_open())
+        monkeypatch.setattr(experiment, "write_run_tables", lambda *a: full_open())
         res = _resume(reference[0], out)
     else:
         monkeypatch.setattr(R.tempfile, "mkstemp", full_open)
@@ -653,7 +653,7 @@ def test_sigint_while_tables_are_written_gives_the_resume_hint(reference, tmp_pa
         time.sleep(0.5)
         raise AssertionError("not interrupted")
 
-    monkeypatch.setattr(experiment, "write_tables", interrupted)
+    monkeypatch.setattr(experiment, "write_run_tables", interrupted)
     res = _resume(reference[0], out)
     _exits(res, 130, "resume with")
 

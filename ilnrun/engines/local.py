@@ -34,6 +34,7 @@ worker processes (docs/architecture.md §3).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import multiprocessing
@@ -345,6 +346,11 @@ def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_recor
     _FORKED = (exp, parts)
     sys.stdout.flush()  # a worker would write what is still buffered here a second time
     sys.stderr.flush()
+    # what this process holds now (modules, kernels, the experiment) out of the cyclic garbage
+    # collector's view until the workers are done: its full collections, here as the records
+    # come in and in the workers, then walk only what was made since (as Python's gc docs
+    # advise before a fork)
+    gc.freeze()
     pool = ProcessPoolExecutor(
         jobs,
         mp_context=multiprocessing.get_context("fork"),
@@ -371,6 +377,7 @@ def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_recor
         raise
     finally:
         _FORKED = None
+        gc.unfreeze()
     pool.shutdown(wait=True)
 
 
