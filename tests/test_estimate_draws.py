@@ -210,6 +210,37 @@ def test_the_index_table_is_searchsorted(d, keys, skew, zeros, seed):
 
 
 @needs_numba
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    d=st.integers(1, 400),
+    keys=st.integers(1, 10**6),
+    skew=st.floats(0.0, 30.0),
+    zeros=st.floats(0.0, 0.9),
+    trailing=st.integers(0, 3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_compiled_index_step_is_searchsorted(d, keys, skew, zeros, trailing, seed):
+    """The compiled step 2 (``table_indices``: one comparison without a branch where a bucket
+    has at most one prefix sum, the table clamped to ``d - 1``) equals ``min(searchsorted(cdf,
+    u c, side='right'), d - 1)`` on random uniforms and at every edge, whatever the law (skewed,
+    with zeros, zeros at its end, one stored example)."""
+    from ilnrun.learners import inverse_cdf_kernels as ik
+
+    rng = np.random.default_rng(seed)
+    q = rng.random(d) ** skew * (rng.random(d) >= zeros)
+    q[d - min(trailing, d - 1) :] = 0.0 if d > 1 else q[d - 1 :]
+    if q.sum() == 0.0:
+        q[rng.integers(0, d)] = 1.0
+    q = q / q.sum()
+    table = InverseCdf(q, keys)
+    u = np.concatenate([rng.random(2000), edge_uniforms(table)])
+    idx = np.full(len(u), -1, np.int64)
+    first = np.minimum(table.first, table.d - 1)
+    ik.table_indices(u, len(u), table.cdf, first, float(table.U), idx)
+    np.testing.assert_array_equal(idx, searchsorted_index(table, u), strict=True)
+
+
+@needs_numba
 @pytest.mark.parametrize("case", cases.CASES, ids=IDS)
 def test_compiled_coordinate_estimates_equal_numpy(case):
     from ilnrun.learners import inverse_cdf_kernels as ik

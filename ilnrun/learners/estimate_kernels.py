@@ -313,14 +313,14 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
                     k += 1
             x = X_eval[a + row]
             Wr = W[row * m : (row + 1) * m]
-            if signed:
+            if signed:  # (unsigned indices, none being negative: no wrap-around added)
                 for k in range(m):
-                    w = Wr[k]
-                    prod[k] = train[key[k] + w] * x[w]
+                    w = np.uint64(Wr[k])
+                    prod[k] = train[np.uint64(key[k]) + w] * x[w]
             else:
                 for k in range(m):
-                    w = Wr[k]
-                    prod[k] = train[key[k] + w] * sk[k] * x[w]
+                    w = np.uint64(Wr[k])
+                    prod[k] = train[np.uint64(key[k]) + w] * sk[k] * x[w]
             out[a + row] = total * (pairwise_sum(prod, kernels.ZERO, m) / m)
 
 

@@ -45,13 +45,39 @@ def upper_bound(cdf, key):
 
 
 @_jit
+def table_indices(u, N, cdf, first, U, idx):
+    """``idx[j] = min(searchsorted(cdf, u[j] c, side="right"), d - 1)`` for ``j < N``
+    (``c = cdf[d - 1]``) from the table of ``InverseCdf`` (``first``, ``U``) with ``first``
+    clamped to ``d - 1``: the bucket's first index ``i``, plus one where ``cdf[i]``, the
+    bucket's one prefix sum, is at most the key. Where no prefix sum splits the bucket,
+    ``cdf[i]`` is above every key in it, so one comparison serves both cases without a branch
+    on the data; more than one prefix sum in the bucket: a binary search. The clamp keeps every
+    read inside ``cdf`` and changes no index (one that would be ``d`` is ``d - 1`` either way).
+    (Indices unsigned, none being negative: numba adds no wrap-around; the bucket by a signed
+    conversion, one instruction, of ``u U >= 0``.)"""
+    d = len(cdf)
+    c = cdf[d - 1]
+    for j in range(N):
+        uj = u[j]
+        t = np.uint64(np.int64(uj * U))
+        i = first[t]
+        h = first[t + np.uint64(1)]
+        if h - i > 1:
+            i = upper_bound(cdf, uj * c)
+        else:
+            i += cdf[np.uint64(i)] <= uj * c
+        idx[j] = min(i, d - 1)
+
+
+@_jit
 def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, chunk, st, out):
     """``estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``). ``train``: the stored
     rows flattened, each times its ``sgn`` when ``signed``; ``first``, ``U``: the table of
     ``InverseCdf`` (``U`` as a float); ``chunk``: rows a chunk; ``st``: the generator's PCG64
-    state (``pcg64_kernels.state_of``), advanced here past every number drawn. Per chunk: the
-    uniforms ``u``, then the coordinates ``W``; per row ``x`` and draw ``j``: ``i_j`` from
-    ``u_j`` (``min(searchsorted(cdf, u_j c), d - 1)``), the product
+    state (``pcg64_kernels.state_of``), advanced here past every number drawn. ``first`` is
+    clamped to ``d - 1`` (:func:`table_indices`). Per chunk: the uniforms ``u``, then the
+    coordinates ``W``; per row ``x`` and draw ``j``: ``i_j`` from ``u_j``
+    (``min(searchsorted(cdf, u_j c), d - 1)``), the product
     ``(x_{i_j}[w_j] sgn_{i_j}) x[w_j]``, then ``|alpha|_1 (pairwise sum / m)``.
 
     A chunk is made in blocks of rows that stay in cache: the uniforms of a block from the
@@ -61,8 +87,7 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
     calls ``random(r m)`` then ``integers(0, D, r m)``, and the generator ends where they leave
     it."""
     n, D = X_eval.shape
-    d = len(cdf)
-    c = cdf[d - 1]
+    uD = np.uint64(D)
     ih, il = st[2], st[3]
     jt = pcg.jump_table(ih, il)
     block = max(1, BLOCK_PAIRS // m)  # rows a block
@@ -80,31 +105,19 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
             r1 = min(b, r0 + block)
             N = np.int64((r1 - r0) * m)
             uh, ul = pcg.doubles(uh, ul, ih, il, jt, 1.0, u, ZERO, N)
-            for j in range(N):  # the indices (a pass of its own, written out: faster)
-                # the bucket's first index where no prefix sum splits it; one comparison where
-                # one does (cdf[i], the only one in the bucket); else a binary search
-                # (unsigned indices: none is negative, and numba adds no wrap-around)
-                uj = u[j]
-                t = np.uint64(uj * U)
-                i = first[t]
-                h = first[t + np.uint64(1)]
-                if h - i > 1:
-                    i = upper_bound(cdf, uj * c)
-                elif h != i:
-                    i += cdf[np.uint64(i)] <= uj * c
-                idx[j] = min(i, d - 1)
+            table_indices(u, N, cdf, first, U, idx)  # (a pass of its own: faster)
             wh, wl, has, buf, _ = pcg.bounded(wh, wl, ih, il, has, buf, jt, D, W, ZERO, N)
             for row in range(r1 - r0):
                 x = X_eval[r0 + row]
                 j0 = row * m
                 if signed:
                     for k in range(m):
-                        w = W[j0 + k]
-                        prod[k] = train[idx[j0 + k] * D + w] * x[w]
+                        w = np.uint64(W[j0 + k])
+                        prod[k] = train[np.uint64(idx[j0 + k]) * uD + w] * x[w]
                 else:
                     for k in range(m):
-                        i, w = idx[j0 + k], W[j0 + k]
-                        prod[k] = train[i * D + w] * sgn[i] * x[w]
+                        i, w = np.uint64(idx[j0 + k]), np.uint64(W[j0 + k])
+                        prod[k] = train[i * uD + w] * sgn[i] * x[w]
                 out[r0 + row] = total * (pairwise_sum(prod, ZERO, m) / m)
         st[0], st[1], st[4], st[5] = wh, wl, has, buf
 
@@ -148,7 +161,10 @@ def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.
     st = pcg.state_of(rng)
     args = (train, signed, np.ascontiguousarray(sgn, dtype=float), X_eval, search.cdf)
     with deferred():  # a stop lands after the call and the generator's new state
-        coordinate_estimates(*args, search.first, float(search.U), float(total), m, rows, st, out)
+        # (the table clamped to d - 1: a bucket whose first index would be d, or whose last
+        # prefix sum is cdf[d - 1], gives d - 1 either way: min(searchsorted(...), d - 1))
+        first = np.minimum(search.first, d - 1)
+        coordinate_estimates(*args, first, float(search.U), float(total), m, rows, st, out)
         pcg.put_state(rng, st)
     return out
 
