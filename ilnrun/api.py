@@ -199,8 +199,45 @@ def run_resolved(
     config_path: str | None = None,
     extend: bool = False,
 ) -> Results:
-    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables;
-    the arguments are checked here, where the command line and the API meet
+    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables
+    (:func:`run_checked`, then ``runs.csv``, ``summary.csv`` and ``curves.csv`` read back)."""
+    info = run_checked(
+        cfg,
+        out,
+        jobs=jobs,
+        backend=backend,
+        scheduler=scheduler,
+        fresh=fresh,
+        quiet=quiet,
+        config_path=config_path,
+        extend=extend,
+    )
+    import pandas as pd  # here: importing the API loads no table library (the run does)
+
+    # absolute: pandas expands a leading '~' of a path, which would read another directory's
+    # tables than the one written (out='~/x' is the folder '~' in the working directory)
+    tables = {
+        name: pd.read_csv(out.absolute() / f"{name}.csv", low_memory=False)
+        for name in ("runs", "summary", "curves")
+    }
+    return Results(**tables, out_dir=out, config=cfg, info=info)
+
+
+def run_checked(
+    cfg: Experiment,
+    out: Path,
+    *,
+    jobs: int = 1,
+    backend: str = "auto",
+    scheduler: str | None = None,
+    fresh: bool = False,
+    quiet: bool = True,
+    config_path: str | None = None,
+    extend: bool = False,
+) -> dict:
+    """Run a resolved config into ``out`` and return the run's closing summary
+    (:attr:`Results.info`), its tables left on disk (``ilnrun run``: it reads none back); the
+    arguments are checked here, where the command line and the API meet
     (:func:`check_run_args`)."""
     from .experiment import run
 
@@ -232,12 +269,4 @@ def run_resolved(
                 info = run(cfg, out, backend="dask", **kw)
         else:
             info = run(cfg, out, backend=backend, **kw)
-    import pandas as pd  # here: importing the API loads no table library (the run does)
-
-    # absolute: pandas expands a leading '~' of a path, which would read another directory's
-    # tables than the one written (out='~/x' is the folder '~' in the working directory)
-    tables = {
-        name: pd.read_csv(out.absolute() / f"{name}.csv", low_memory=False)
-        for name in ("runs", "summary", "curves")
-    }
-    return Results(**tables, out_dir=out, config=cfg, info=info)
+    return info

@@ -271,7 +271,7 @@ def _run(
     config_path, out, jobs, backend, scheduler, engine, fresh, quiet, overrides, extend=False
 ) -> None:
     from . import config as C
-    from .api import ArgumentError, run_resolved
+    from .api import ArgumentError, run_checked
     from .experiment import RunBroken, RunDirError, RunInterrupted
     from .readers import environment_error
     from .stopping import check_stop, ignore_signals
@@ -302,7 +302,7 @@ def _run(
     check_stop()  # a stop swallowed while jax or the config's modules were imported
     out_dir = Path(out) if out is not None else Path("results") / cfg["name"]
     try:
-        summary = run_resolved(
+        summary = run_checked(
             cfg,
             out_dir,
             jobs=jobs,
@@ -312,7 +312,7 @@ def _run(
             quiet=quiet,
             config_path=config_path,
             extend=extend,
-        ).info
+        )
     except (RunDirError, ArgumentError) as exc:
         _fail(str(exc))
     except OSError as exc:
