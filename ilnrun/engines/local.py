@@ -258,8 +258,6 @@ def execute_local(
     and backend). The cells of ``one_at_a_time`` (too big for ``jobs`` of them to fit in
     memory: :class:`ilnrun.cost.Schedule`) run one after another in this process before the
     workers start on the others."""
-    from joblib import Parallel, delayed, parallel_config
-
     if not pending:
         return
     backend = resolve_backend(backend)
@@ -279,6 +277,8 @@ def execute_local(
     if backend == "fork":
         execute_forked(exp, chunks(pending, jobs), jobs, on_record)
         return
+    from joblib import Parallel, delayed, parallel_config  # (here: forked workers need none)
+
     tasks = (delayed(worker_cells)(exp, part, parent) for part in chunks(pending, jobs))
     limits = loky_options(parent) if watch else {}
     from ..tempdirs import joblib_temp_folder
