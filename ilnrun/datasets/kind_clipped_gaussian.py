@@ -123,7 +123,8 @@ def clipped_gaussian(
     ``½ E (f(x) - f*(x))²`` is its test loss on clean labels exactly (no noise term to
     subtract); with ``rkhs_norm <= B`` ``f*`` is also the best predictor in the ball."""
     n = T + n_val + n_test
-    X = np.maximum(rng.standard_normal((n, D)), 0.0)
+    X = rng.standard_normal((n, D))
+    np.maximum(X, 0.0, out=X)  # (in place: the same numbers, no second n x D array)
     if normalize_rows:
         X = unit_norm_rows(X)
     if target_seed is None:
