@@ -135,7 +135,7 @@ def write_atomic(path: Path, text: str) -> None:
     write_atomic_bytes(path, text.encode())
 
 
-FORK_CURVE_POINTS = 20_000  # curve points from which curves.csv is written by a child
+FORK_CURVE_POINTS = 20_000  # rows of curves.csv from which a child writes it (write_run_tables)
 
 
 class ChildWrite:
@@ -981,7 +981,7 @@ def build_tables(
     per learner by ``modes`` (:func:`select_modes`; default: every learner on ``val_loss``)."""
     recs, runs = _runs_table(records, order, dataset_keys, modes)
     summary = summarize(runs, dataset_keys)
-    curves = _curves_table(recs, runs, dataset_keys)
+    curves = _curves_table(_selected_records(recs, runs), dataset_keys)
     return runs.drop(columns=["cell_index"]), summary, curves
 
 
@@ -995,15 +995,17 @@ def write_run_tables(
     """:func:`build_tables`'s three tables written at the end of a run (``write_atomic``), the
     same files byte for byte, with ``curves.csv`` made and written by a child forked from this
     process (:class:`ChildWrite`) while this one makes and writes ``runs.csv`` and
-    ``summary.csv``, where the curves have at least :data:`FORK_CURVE_POINTS` points. Returns
-    ``runs``."""
+    ``summary.csv``, where the selected cells' curves have at least :data:`FORK_CURVE_POINTS`
+    points (the rows of ``curves.csv``). Returns ``runs``."""
     directory = Path(directory)
     recs, runs = _runs_table(records, order, dataset_keys, modes)
 
-    def curves_csv() -> bytes:
-        return _curves_table(recs, runs, dataset_keys).to_csv(index=False).encode()
+    selected = _selected_records(recs, runs)
 
-    points = sum(len(r["curve"].get("t") or ()) for r in recs)
+    def curves_csv() -> bytes:
+        return _curves_table(selected, dataset_keys).to_csv(index=False).encode()
+
+    points = sum(len(r["curve"].get("t") or ()) for r in selected)
     curves = ChildWrite(directory / "curves.csv", curves_csv, fork=points >= FORK_CURVE_POINTS)
     try:
         summary = summarize(runs, dataset_keys)
@@ -1034,11 +1036,16 @@ def _runs_table(
     return recs, select(runs, dataset_keys, modes)
 
 
-def _curves_table(recs: list[dict], runs: pd.DataFrame, dataset_keys: list[str]) -> pd.DataFrame:
-    """The ``curves`` table: the learning curves of the selected cells, in cell order."""
+def _selected_records(recs: list[dict], runs: pd.DataFrame) -> list[dict]:
+    """The records (in their order) of the cells that ``runs`` marks ``selected``."""
     sel_ids = set(runs.loc[runs["selected"], "cell_id"])
+    return [r for r in recs if r["id"] in sel_ids]
+
+
+def _curves_table(selected: list[dict], dataset_keys: list[str]) -> pd.DataFrame:
+    """The ``curves`` table: the learning curves of the ``selected`` records, in their order."""
     id_cols = ["method", *dataset_keys, "dsgd_k", "repetition", "setting"]
-    parts = _curve_frames([r for r in recs if r["id"] in sel_ids], id_cols)
+    parts = _curve_frames(selected, id_cols)
     return _concat_runs(parts) if parts else pd.DataFrame(columns=[*id_cols, "t", "online_loss"])
 
 
