@@ -50,7 +50,7 @@ from .shrinking_gradient import SHRINK_BOUND, iterate_weights, theorem1_eta
 
 BLOCK = 512  # kernel rows computed at once: memory O(BLOCK * T)
 MEMO_BYTES = 1 << 23  # the most a kept first block and its inputs take (first_block)
-_MEMO: list = []  # the last first block: [map type, its description, X0, K]
+_MEMO: list = [None]  # the last first block: (map type, its description, X0, K), read whole
 
 
 def first_block(fmap: FeatureMap, X0: np.ndarray) -> np.ndarray:
@@ -61,12 +61,13 @@ def first_block(fmap: FeatureMap, X0: np.ndarray) -> np.ndarray:
     first block (all of the kernel up to ``T`` = ``BLOCK``) instead of each computing it again.
     The same numbers: the kept block is the map's own, for the same inputs."""
     desc = fmap.describe()
-    if _MEMO and _MEMO[0] is type(fmap) and _MEMO[1] == desc and _same_bits(_MEMO[2], X0):
-        return _MEMO[3]
+    kept = _MEMO[0]  # (one read: another thread may replace the entry meanwhile)
+    if kept is not None and kept[0] is type(fmap) and kept[1] == desc and _same_bits(kept[2], X0):
+        return kept[3]
     K = fmap.kernel(X0, X0)
     K.setflags(write=False)
     small = X0.nbytes + K.nbytes <= MEMO_BYTES
-    _MEMO[:] = [type(fmap), desc, X0.copy(), K] if small else []
+    _MEMO[0] = (type(fmap), desc, X0.copy(), K) if small else None
     return K
 
 
