@@ -544,7 +544,12 @@ def _run_locked(
             check_stop()
             modes = select_modes(cfg.evaluation.select_on, cfg.methods)
             runs = write_run_tables(
-                out, list(done.values()), order, dataset_keys(cfg.dataset), modes
+                out,
+                list(done.values()),
+                order,
+                dataset_keys(cfg.dataset),
+                modes,
+                child=resolve_backend(backend) != "dask",  # (its client's threads run here)
             )
             log.vouch()  # the log's content now, for --fresh and the next resume
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -991,12 +991,14 @@ def write_run_tables(
     order: dict[str, int],
     dataset_keys: list[str],
     modes: dict[str, str] | None = None,
+    child: bool = True,
 ) -> pd.DataFrame:
     """:func:`build_tables`'s three tables written at the end of a run (``write_atomic``), the
     same files byte for byte, with ``curves.csv`` made and written by a child forked from this
     process (:class:`ChildWrite`) while this one makes and writes ``runs.csv`` and
     ``summary.csv``, where the selected cells' curves have at least :data:`FORK_CURVE_POINTS`
-    points (the rows of ``curves.csv``). Returns ``runs``."""
+    points (the rows of ``curves.csv``) and ``child`` is true (a run on dask keeps its client's
+    threads in this process: no fork). Returns ``runs``."""
     directory = Path(directory)
     recs, runs = _runs_table(records, order, dataset_keys, modes)
 
@@ -1006,7 +1008,8 @@ def write_run_tables(
         return _curves_table(selected, dataset_keys).to_csv(index=False).encode()
 
     points = sum(len(r["curve"].get("t") or ()) for r in selected)
-    curves = ChildWrite(directory / "curves.csv", curves_csv, fork=points >= FORK_CURVE_POINTS)
+    fork = child and points >= FORK_CURVE_POINTS
+    curves = ChildWrite(directory / "curves.csv", curves_csv, fork=fork)
     try:
         summary = summarize(runs, dataset_keys)
         runs = runs.drop(columns=["cell_index"])

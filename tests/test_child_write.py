@@ -91,13 +91,16 @@ print("ok")
     assert _python(code, str(finished), str(tmp_path / "w")).strip() == "ok"
 
 
-def test_small_tables_are_written_by_the_run_itself(finished, tmp_path):
+def test_small_tables_and_dask_runs_write_them_in_the_run(finished, tmp_path):
     code = (
         PRELUDE
         + """
 shutil.copytree(src, work)
 R.write_run_tables(work, records, order, keys, modes)
-assert forked == [None], forked  # fewer curve points than FORK_CURVE_POINTS: no child
+assert forked == [None], forked  # fewer rows of curves.csv than FORK_CURVE_POINTS: no child
+R.FORK_CURVE_POINTS = 0
+R.write_run_tables(work, records, order, keys, modes, child=False)  # (a run on dask)
+assert forked == [None, None], forked
 print("ok")
 """
     )
