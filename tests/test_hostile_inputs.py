@@ -588,7 +588,7 @@ def test_full_disk_exits_1_with_one_line(reference, tmp_path, monkeypatch, code,
 
     if command == "run":
         monkeypatch.setattr(R.os, "write", full)
-        monkeypatch.setattr(experiment, "write_run_tables", lambda *a: full_open())
+        monkeypatch.setattr(experiment, "write_run_tables", lambda *a, **k: full_open())
         res = _resume(reference[0], out)
     else:
         monkeypatch.setattr(R.tempfile, "mkstemp", full_open)
@@ -649,7 +649,7 @@ def test_bad_jax_memory_values_are_refused(config_file, tmp_path, monkeypatch, v
 def test_sigint_while_tables_are_written_gives_the_resume_hint(reference, tmp_path, monkeypatch):
     out = _copy(reference, tmp_path)
 
-    def interrupted(*a):
+    def interrupted(*a, **k):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.5)
         raise AssertionError("not interrupted")
