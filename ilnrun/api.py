@@ -4,7 +4,7 @@
     >>> res = ilnrun.run_experiment("configs/figure1.yaml", overrides=["dataset.D=[550]"], jobs=2)
     >>> res.summary.pivot_table(index="dsgd_k", columns="method", values="test_loss_mean")
 
-The command line is a thin layer over the same code path (:func:`run_resolved`), so a config
+The command line is a thin layer over the same code path (:func:`run_checked`), so a config
 gives the same cells, seeds and numbers from either.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .overrides import load_config
 
@@ -187,31 +187,11 @@ def _naming(out: Path) -> Iterator[None]:
         raise OSError(exc.errno, exc.strerror, str(out)) from exc
 
 
-def run_resolved(
-    cfg: Experiment,
-    out: Path,
-    *,
-    jobs: int = 1,
-    backend: str = "auto",
-    scheduler: str | None = None,
-    fresh: bool = False,
-    quiet: bool = True,
-    config_path: str | None = None,
-    extend: bool = False,
-) -> Results:
-    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables
-    (:func:`run_checked`, then ``runs.csv``, ``summary.csv`` and ``curves.csv`` read back)."""
-    info = run_checked(
-        cfg,
-        out,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        fresh=fresh,
-        quiet=quiet,
-        config_path=config_path,
-        extend=extend,
-    )
+def run_resolved(cfg: Experiment, out: Path, **options: Any) -> Results:
+    """Run a resolved config into ``out`` (see :func:`run_experiment`) and read its tables:
+    :func:`run_checked` with ``options`` (its keywords), then ``runs.csv``, ``summary.csv``
+    and ``curves.csv`` read back."""
+    info = run_checked(cfg, out, **options)
     import pandas as pd  # here: importing the API loads no table library (the run does)
 
     # absolute: pandas expands a leading '~' of a path, which would read another directory's

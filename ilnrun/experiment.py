@@ -549,7 +549,7 @@ def _run_locked(
                 order,
                 dataset_keys(cfg.dataset),
                 modes,
-                child=resolve_backend(backend) != "dask",  # (its client's threads run here)
+                child=backend != "dask",  # (a dask client's threads run in this process)
             )
             log.vouch()  # the log's content now, for --fresh and the next resume
             meta["end"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -25,10 +25,8 @@ import os
 import re
 import signal
 import stat
-import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +149,8 @@ class ChildWrite:
     Ctrl-C reaches the whole process group, and this process then cancels the child."""
 
     def __init__(self, path: Path, make, fork: bool = True) -> None:
-        from .threads import fork_refused
+        from .stopping import leave_signals_to_parent
+        from .threads import fork_refused, forking
 
         self.path, self.make = Path(path), make
         self.pid: int | None = None
@@ -159,20 +158,13 @@ class ChildWrite:
         if not fork or fork_refused() is not None:
             return
         read_fd, write_fd = os.pipe()
-        sys.stdout.flush()  # the child would write what is still buffered here a second time
-        sys.stderr.flush()
-        with warnings.catch_warnings():
-            # Python >= 3.12 warns on a fork of a process with threads: this one's others (the
-            # stop watchdog, blocked in recv; BLAS's pool) hold no lock the child takes
-            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+        with forking():
             pid = os.fork()
         if pid == 0:  # the child: writes the file and its entry, then ends without clean-up
             code = 1
             try:
                 os.close(read_fd)
-                signal.set_wakeup_fd(-1)  # (else the run's watchdog would read them as its own)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                leave_signals_to_parent()
                 data = make()
                 tmp = self._tmp(os.getpid())
                 with open(tmp, "wb") as fh:

@@ -119,6 +119,17 @@ def ignore_signals() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+def leave_signals_to_parent() -> None:
+    """In a process forked from a run (a worker, the child that writes ``curves.csv``): the
+    run's signal handling is the run's alone. The run's wake-up descriptor is dropped (the
+    run's watchdog would read this process's signals as its own), Ctrl-C, which reaches the
+    whole process group, is ignored (the run handles it and ends its children), and SIGTERM
+    ends the process, its default action."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class Watchdog:
     """Ends the process (status 128 + signal) when a stop has not finished within
     :data:`GRACE_S` seconds of the first signal (see the module's docstring). ``out``, the

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 THREADS_ENV = "ILNRUN_THREADS"
 MAX_DIGITS = 9  # longer values are refused before int() (which also reads non-ASCII digits)
@@ -85,6 +88,19 @@ def set_threads_per_cell(threads: int) -> None:
 
 # ``--backend``: ``auto`` (the default) is resolved to ``fork`` or ``loky`` (resolve_backend)
 BACKENDS = ("auto", "fork", "loky", "dask")
+
+
+@contextmanager
+def forking() -> Iterator[None]:
+    """Around a fork of this process: the standard streams flushed first (a child would write
+    what is still buffered a second time), and the warning of Python >= 3.12 on a fork of a
+    process with threads silenced: a run's other threads (the stop watchdog, blocked in
+    ``recv``; BLAS's pool, which re-forms after a fork) hold no lock a child takes."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+        yield
 
 
 def fork_available() -> bool:

@@ -33,13 +33,28 @@ def finished(tmp_path_factory) -> Path:
     return d / "out"
 
 
-def _python(code: str, *args: str) -> str:
-    """``code`` run by a new Python process (this checkout's ilnrun, no JAX); its stdout."""
+def _process(code: str, *args: str, **options) -> subprocess.CompletedProcess:
+    """``code`` run by a new Python process (this checkout's ilnrun, no JAX, one thread a
+    cell), ``args`` its ``sys.argv[1:]``; ``options`` go to ``subprocess.run``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(threads.THREADS_ENV, None)
-    res = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=env, capture_output=True, text=True, timeout=300, **options,
+    )  # fmt: skip
+
+
+# the command line in such a process (after the lines of a script that set it up)
+CLI = """
+from ilnrun.cli import main
+sys.argv[0] = "ilnrun"
+main()
+"""
+
+
+def _python(code: str, *args: str) -> str:
+    """:func:`_process` of ``code``, which must succeed without a warning; its stdout."""
+    res = _process(code, *args)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Traceback" not in res.stderr and "Warning" not in res.stderr, res.stderr
     return res.stdout
@@ -179,22 +194,17 @@ print("ok")
 def test_a_run_with_a_child_writes_the_tables_of_a_run_without(finished, tmp_path):
     """The whole command: ``curves.csv`` by a child (no curve is too small) and by the run
     (none is large enough) are the same bytes, and the manifest vouches for both."""
-    run = """
+    run = (
+        """
 import sys
 from ilnrun import results as R
 R.FORK_CURVE_POINTS = int(sys.argv.pop(1))
-from ilnrun.cli import main
-sys.argv[0] = "ilnrun"
-main()
 """
+        + CLI
+    )
     cfg = finished / "config.yaml"
     for points, name in ((0, "child"), (10**12, "alone")):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        res = subprocess.run(
-            [sys.executable, "-c", run, str(points), "run", str(cfg), "--out",
-             str(tmp_path / name), "-q"],
-            env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        res = _process(run, str(points), "run", str(cfg), "--out", str(tmp_path / name), "-q")
         assert res.returncode == 0, res.stderr
     a, b = tmp_path / "child", tmp_path / "alone"
     assert (a / "curves.csv").read_bytes() == (b / "curves.csv").read_bytes()
@@ -209,7 +219,8 @@ def test_a_stop_while_the_child_writes_kills_it(finished, tmp_path):
     """Ctrl-C while the child writes ``curves.csv``: the run stops as a stop during the tables
     does (exit 130, the resume hint); the child, which leaves Ctrl-C to the run, is killed by
     it, so no ``curves.csv`` appears later and no temporary file is left."""
-    run = """
+    run = (
+        """
 import os, signal, sys, time
 from ilnrun import results as R
 R.FORK_CURVE_POINTS = 0
@@ -228,16 +239,12 @@ def stopped(*a):
     time.sleep(1)
     return summarize(*a)
 R._curves_table, R.summarize = slow_curves, stopped
-from ilnrun.cli import main
-sys.argv[0] = "ilnrun"
-main()
 """
+        + CLI
+    )
     out = tmp_path / "o"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(
-        [sys.executable, "-c", run, "run", str(finished / "config.yaml"), "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=300, start_new_session=True,
-    )  # fmt: skip
+    cfg = finished / "config.yaml"
+    res = _process(run, "run", str(cfg), "--out", str(out), start_new_session=True)
     assert res.returncode == 130, res.stderr
     assert "resume with" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert Path(f"{out}.child").exists()

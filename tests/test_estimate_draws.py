@@ -181,6 +181,17 @@ def searchsorted_index(table: InverseCdf, u: np.ndarray) -> np.ndarray:
     return np.minimum(np.searchsorted(table.cdf, u * table.c, side="right"), table.d - 1)
 
 
+def random_law(rng: np.random.Generator, d: int, skew: float, zeros: float, trailing: int = 0):
+    """A law ``q`` on ``d`` examples: uniforms to the power ``skew``, a fraction ``zeros`` of
+    them zero, and the last ``trailing`` zero too (never all ``d``); one example if none is
+    left."""
+    q = rng.random(d) ** skew * (rng.random(d) >= zeros)
+    q[d - min(trailing, d - 1) :] = 0.0
+    if q.sum() == 0.0:
+        q[rng.integers(0, d)] = 1.0
+    return q / q.sum()
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     d=st.integers(1, 400),
@@ -194,10 +205,7 @@ def test_the_index_table_is_searchsorted(d, keys, skew, zeros, seed):
     uniforms and at every edge, whatever the law (skewed, with zeros, one stored example); a
     ``q_l = 0`` is never drawn."""
     rng = np.random.default_rng(seed)
-    q = rng.random(d) ** skew * (rng.random(d) >= zeros)
-    if q.sum() == 0.0:
-        q[rng.integers(0, d)] = 1.0
-    q = q / q.sum()
+    q = random_law(rng, d, skew, zeros)
     table = InverseCdf(q, keys)
     assert table_size(d, keys) == table.U and table.U & (table.U - 1) == 0
     u = np.concatenate([rng.random(2000), edge_uniforms(table)])
@@ -227,12 +235,7 @@ def test_the_compiled_index_step_is_searchsorted(d, keys, skew, zeros, trailing,
     from ilnrun.learners import inverse_cdf_kernels as ik
 
     rng = np.random.default_rng(seed)
-    q = rng.random(d) ** skew * (rng.random(d) >= zeros)
-    q[d - min(trailing, d - 1) :] = 0.0 if d > 1 else q[d - 1 :]
-    if q.sum() == 0.0:
-        q[rng.integers(0, d)] = 1.0
-    q = q / q.sum()
-    table = InverseCdf(q, keys)
+    table = InverseCdf(random_law(rng, d, skew, zeros, trailing), keys)
     u = np.concatenate([rng.random(2000), edge_uniforms(table)])
     idx = np.full(len(u), -1, np.int64)
     first = np.minimum(table.first, table.d - 1)

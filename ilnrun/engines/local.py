@@ -39,7 +39,6 @@ import json
 import math
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
@@ -48,7 +47,8 @@ import warnings
 from ..cell import forget_instances, run_cell, run_cells, twins
 from ..config import Cell, Experiment
 from ..numeric_env import one_thread
-from ..threads import resolve_backend, threads_per_cell
+from ..stopping import leave_signals_to_parent
+from ..threads import forking, resolve_backend, threads_per_cell
 
 __all__ = [
     "CHUNK_ROUNDS",
@@ -316,9 +316,7 @@ def _forked_start(parent: int) -> None:
     Ctrl-C (sent to the whole process group) is left to the parent, which ends the workers, and
     SIGTERM ends the worker as it ends a loky worker; then the parent watchdog
     (:func:`_watch_parent`)."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    leave_signals_to_parent()
     _watch_parent(parent)
 
 
@@ -344,8 +342,6 @@ def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_recor
 
     global _FORKED
     _FORKED = (exp, parts)
-    sys.stdout.flush()  # a worker would write what is still buffered here a second time
-    sys.stderr.flush()
     # what this process holds now (modules, kernels, the experiment) out of the cyclic garbage
     # collector's view until the workers are done: its full collections, here as the records
     # come in and in the workers, then walk only what was made since (as Python's gc docs
@@ -358,12 +354,7 @@ def execute_forked(exp: Experiment, parts: list[list[Cell]], jobs: int, on_recor
         initargs=(os.getpid(),),
     )
     try:
-        with warnings.catch_warnings():
-            # Python >= 3.12 warns that a fork of a process with threads may deadlock the child:
-            # this one's other threads (the stop watchdog, blocked in recv; BLAS's pool, which
-            # re-forms after a fork) hold no lock a worker takes. The workers are all forked on
-            # the first submit, from this thread.
-            warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning)
+        with forking():  # (the workers are all forked on the first submit, from this thread)
             futures = [pool.submit(_forked_task, i) for i in range(len(parts))]
         for fut in as_completed(futures):  # (in the order they finish)
             try:
