@@ -108,14 +108,21 @@ class ManifestError(Exception):
     """A results directory's manifest exists but cannot be used (unreadable or malformed)."""
 
 
-def write_atomic_bytes(path: Path, data: bytes) -> None:
+def write_atomic_bytes(
+    path: Path, data: bytes, *, tmp: Path | None = None, record: bool = True
+) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and
     ``os.replace``; a failed write leaves neither a partial ``path`` nor a temporary file.
     A symlink at ``path`` is replaced by the file, never followed. The file and the digest of
     ``data`` are then recorded in the directory's manifest when the directory is ilnrun's (see
-    :func:`record_output`)."""
+    :func:`record_output`), unless ``record`` is false. The temporary file is ``tmp`` where
+    given (created, never reused: :class:`ChildWrite`'s, of a name its parent knows), else one
+    of ``tempfile.mkstemp``'s names."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if tmp is None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    else:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -124,7 +131,7 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
-    if path.name != MANIFEST:
+    if record and path.name != MANIFEST:
         record_output(path, data)
 
 
@@ -139,8 +146,9 @@ FORK_CURVE_POINTS = 20_000  # rows of curves.csv from which a child writes it (w
 class ChildWrite:
     """``write_atomic_bytes(path, make())`` done by a child forked from this process while this
     one goes on (Linux, where :func:`ilnrun.threads.fork_refused` finds nothing against a fork;
-    else, or with ``fork=False``, by :meth:`join` here). The child writes the file (a temporary
-    file named after it, then ``os.replace``) and sends its manifest entry back; :meth:`join`
+    else, or with ``fork=False``, by :meth:`join` here). The child writes the file
+    (:func:`write_atomic_bytes` through a temporary file named after it) and sends its manifest
+    entry back; :meth:`join`
     waits for it and records the file in the manifest here, so only this process writes the
     manifest. A child that fails (a full disk, any error) is answered by making and writing the
     file here, where the error is raised as it would have been: the same bytes either way.
@@ -166,11 +174,7 @@ class ChildWrite:
                 os.close(read_fd)
                 leave_signals_to_parent()
                 data = make()
-                tmp = self._tmp(os.getpid())
-                with open(tmp, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, self.path)
+                write_atomic_bytes(self.path, data, tmp=self._tmp(os.getpid()), record=False)
                 os.write(write_fd, json.dumps(content_entry(data)).encode())
                 code = 0
             finally:
