@@ -161,9 +161,7 @@ def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.
     st = pcg.state_of(rng)
     args = (train, signed, np.ascontiguousarray(sgn, dtype=float), X_eval, search.cdf)
     with deferred():  # a stop lands after the call and the generator's new state
-        # (the table clamped to d - 1: a bucket whose first index would be d, or whose last
-        # prefix sum is cdf[d - 1], gives d - 1 either way: min(searchsorted(...), d - 1))
-        first = np.minimum(search.first, d - 1)
+        first = np.minimum(search.first, d - 1)  # (clamped: see table_indices)
         coordinate_estimates(*args, first, float(search.U), float(total), m, rows, st, out)
         pcg.put_state(rng, st)
     return out
