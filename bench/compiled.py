@@ -242,7 +242,7 @@ def bench_threads(T: int, m: int, k: int, repeat: int) -> list[dict]:
 
 TIMING = ("wall_s", "eval_s", "train_s", "cell_s")
 # figure1's variant with the opt-in estimate stream (docs/protocol.md §5.7): other numbers
-OPT_IN_SET = "evaluation.estimate_draws=inverse_cdf_v1"
+OPT_IN_SET = "evaluation.estimate_draws=inverse_cdf_v2"
 OPT_IN = "this code, compiled, warm cache, `--set " + OPT_IN_SET + "`"
 IDENTICAL = {True: "yes", False: "**no**", None: "— (another stream)"}
 

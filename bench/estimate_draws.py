@@ -1,4 +1,5 @@
-"""Algorithm-2 estimates: the ``multinomial`` stream against ``inverse_cdf_v1``
+"""Algorithm-2 estimates: the ``multinomial`` stream against ``inverse_cdf_v1`` and
+``inverse_cdf_v2``, and ``inverse_cdf_v2`` against ``inverse_cdf_v1``
 (``python bench/estimate_draws.py [--repeat 7] [--calls 10] [--relu]``).
 
 In one process, interleaved, ``--repeat`` times (CPU time of this process; ratios as
@@ -85,12 +86,12 @@ def main() -> None:
                     v.append(per_call(call, args.calls))
             ms = {k: 1e3 * np.array(v) for k, v in cpu.items()}
             for p in paths:
-                old, new = ms[(p, DRAWS[0])], ms[(p, DRAWS[1])]
-                print(
-                    f"{p:8s} n={n} m={m:4d}: ms/call {DRAWS[0]} {spread(old)}, {DRAWS[1]} "
-                    f"{spread(new)}; speed-up x{spread(old / new)}",
-                    flush=True,
+                calls = ", ".join(f"{s} {spread(ms[(p, s)])}" for s in DRAWS)
+                ups = "; ".join(
+                    f"{b} over {a} x{spread(ms[(p, a)] / ms[(p, b)])}"
+                    for a, b in ((DRAWS[0], DRAWS[1]), (DRAWS[0], DRAWS[2]), (DRAWS[1], DRAWS[2]))
                 )
+                print(f"{p:8s} n={n} m={m:4d}: ms/call {calls}; {ups}", flush=True)
     print(f"load: {os.getloadavg()[0]:.2f}")
 
 

@@ -77,6 +77,13 @@ class FeatureMap(ABC):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Draw ``n`` iid parameters ``w ~ mu``."""
 
+    def sample_bits(self, bits: np.ndarray) -> np.ndarray | None:
+        """``len(bits)`` iid parameters ``w ~ mu`` made from as many independent uniform 32-bit
+        numbers ``bits`` (uint64 below ``2^32``), each ``w`` from its own, for a map whose ``mu``
+        is that cheap (the Algorithm-2 stream ``inverse_cdf_v2``); ``None`` (the default): the
+        map draws with :meth:`sample`."""
+        return None
+
     @abstractmethod
     def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
         """Paired evaluation ``v[j] = psi(X[rows[j]]; W[j])`` (shape ``(len(W),)``), a new array
@@ -197,6 +204,13 @@ class Coordinate(FeatureMap):
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.integers(0, self.d, size=n)
+
+    def sample_bits(self, bits: np.ndarray) -> np.ndarray | None:
+        """``w = floor(b D / 2^32)`` (int64) for 32-bit ``b``: every ``P(w = v)`` within
+        ``2^-32`` of ``1 / D`` (``None`` for ``D >= 2^32``)."""
+        if self.d >= 1 << 32:
+            return None
+        return ((bits * np.uint64(self.d)) >> np.uint64(32)).astype(np.int64)
 
     def pairs(self, X: np.ndarray, rows: np.ndarray, W: np.ndarray) -> np.ndarray:
         return X[rows, W]

@@ -3,10 +3,10 @@ checked against the numpy code (``tests/test_estimates_compiled.py``).
 
 ``python tests/estimate_cases.py`` writes ``tests/golden/estimates_numpy.json``: the sha256 of
 every case's estimates by ``KernelExpansion.estimate_numpy``, written before the compiled
-coordinate estimates existed. ``python tests/estimate_cases.py --inverse-cdf`` writes
-``tests/golden/estimates_inverse_cdf_v1.json`` and ``.npz``: the same cases drawn by the stream
-``inverse_cdf_v1`` (``ilnrun.learners.estimate_draws``), when it was defined; they keep that
-versioned stream from changing.
+coordinate estimates existed. ``python tests/estimate_cases.py --stream NAME`` writes
+``tests/golden/estimates_NAME.json`` and ``.npz``: the same cases drawn by the versioned stream
+``NAME`` (``inverse_cdf_v1``, ``inverse_cdf_v2``: ``ilnrun.learners.estimate_draws``), when it
+was defined; they keep that stream from changing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from compiled_cases import digest  # the same digests as the Shrinking Gradient cases
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "estimates_numpy.json"
-INVERSE_CDF = "inverse_cdf_v1"  # (ilnrun.learners.estimate_draws.INVERSE_CDF_V1)
+# the versioned streams (ilnrun.learners.estimate_draws.INVERSE_CDF_V1, INVERSE_CDF_V2)
+STREAMS = ("inverse_cdf_v1", "inverse_cdf_v2")
 
 # (name, stored examples n, D, m, eval points, chunk_pairs, alpha kind, layout)
 CASES = [
@@ -93,11 +94,14 @@ def run(case: tuple, method: str = "estimate_numpy", draws: str | None = None) -
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    if "--inverse-cdf" in sys.argv[1:]:
+    if "--stream" in sys.argv[1:]:
         import golden_values as gv
 
-        table = {c[0]: {"estimates": run(c, draws=INVERSE_CDF)} for c in CASES}
-        path = GOLDEN.with_name(f"estimates_{INVERSE_CDF}.json")
+        stream = sys.argv[sys.argv.index("--stream") + 1]
+        if stream not in STREAMS:
+            sys.exit(f"--stream: one of {', '.join(STREAMS)}")
+        table = {c[0]: {"estimates": run(c, draws=stream)} for c in CASES}
+        path = GOLDEN.with_name(f"estimates_{stream}.json")
         digests = {i: digest(a["estimates"]) for i, a in table.items()}
         path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
         gv.write(path.with_suffix(".npz"), table)

@@ -128,12 +128,15 @@ def sources() -> dict[str, tuple]:
             lambda i: {"estimates": est.run(est_cases[i], "estimate_numpy")},
             lambda arrays: sg.digest(arrays["estimates"]),
         ),
-        # the versioned stream inverse_cdf_v1 of the same cases, when it was defined
-        f"estimates_{est.INVERSE_CDF}": (
-            list(est_cases),
-            lambda i: {"estimates": est.run(est_cases[i], "estimate_numpy", est.INVERSE_CDF)},
-            lambda arrays: sg.digest(arrays["estimates"]),
-        ),
+        # the versioned streams of the same cases, each when it was defined
+        **{
+            f"estimates_{stream}": (
+                list(est_cases),
+                lambda i, s=stream: {"estimates": est.run(est_cases[i], "estimate_numpy", s)},
+                lambda arrays: sg.digest(arrays["estimates"]),
+            )
+            for stream in est.STREAMS
+        },
     }
 
 

@@ -1,17 +1,19 @@
-"""The Algorithm-2 stream ``inverse_cdf_v1`` (``ilnrun.learners.estimate_draws``;
-``evaluation.estimate_draws``, docs/protocol.md §5.7).
+"""The Algorithm-2 streams ``inverse_cdf_v1`` and ``inverse_cdf_v2``
+(``ilnrun.learners.estimate_draws``; ``evaluation.estimate_draws``, docs/protocol.md §5.7).
 
-- The contract: the numpy code draws what the stream's definition says, written plainly here
-  (:func:`contract`: one ``searchsorted`` over all keys, one ``np.mean`` a row), bit for bit and
-  with the generator left in the same state; the index table is ``searchsorted`` exactly; the
-  stored values of the first numbers keep the versioned stream from changing.
-- The compiled estimates (coordinate: one call with its own PCG64 draws; ReLU, Fourier,
-  random-net: ``drawn_estimates``) equal the numpy code bit for bit; the self-check passes, and
-  a build that disagrees runs numpy.
+- The contract: the numpy code draws what each stream's definition says, written plainly here
+  (:func:`contract`: one ``searchsorted`` over all keys, one ``np.mean`` a row; SplitMix64 in
+  Python integers), bit for bit and with the generator left in the same state; the index table
+  is ``searchsorted`` exactly; the stored values of the first numbers keep each versioned stream
+  from changing.
+- The compiled estimates (coordinate: one call with its own PCG64 draws, or SplitMix64's; ReLU,
+  Fourier, random-net: ``drawn_estimates``) equal the numpy code bit for bit; the self-check
+  passes, and a build that disagrees runs numpy.
 - The law: against the exact mean and variance of Algorithm 2 (coordinate features: every
   moment of one sample is a finite sum over the ``d D`` pairs ``(i, w)``; ReLU features: the
   closed-form arc-cosine kernel), against the multinomial stream (two samples), and the index
-  frequencies against ``q`` (chi-square).
+  frequencies against ``q`` and (``inverse_cdf_v2``) the coordinates against uniform
+  (chi-square).
 - The config key: not stored at its default (cell ids and digests of every config unchanged),
   a new digest (same cell ids, same training pass) when set, only the Algorithm-2 columns of a
   cell move, and the estimator's ``estimate_draws``.
@@ -31,12 +33,13 @@ from scipy import stats
 
 from ilnrun import config as C
 from ilnrun.features import Coordinate, Fourier, RandomNet, ReLU
-from ilnrun.learners import base
+from ilnrun.learners import base, estimate_draws
 from ilnrun.learners import shrinking_gradient_kernels as kernels
 from ilnrun.learners.base import KernelExpansion
 from ilnrun.learners.estimate_draws import (
     DRAWS,
     INVERSE_CDF_V1,
+    INVERSE_CDF_V2,
     MULTINOMIAL,
     InverseCdf,
     check_draws,
@@ -47,8 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import estimate_cases as cases  # noqa: E402
 import golden_values as gv  # noqa: E402
 
-NEW = INVERSE_CDF_V1
+STREAMS = (INVERSE_CDF_V1, INVERSE_CDF_V2)  # the versioned streams, each tested alike
+NEW = INVERSE_CDF_V2  # the stream of the tests that need one (the run, the config, the estimator)
 IDS = [c[0] for c in cases.CASES]
+streams = pytest.mark.parametrize("new", STREAMS)
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not available")
 # a z statistic beyond this fails: two-sided p = 6.8e-6 for one comparison, so about 1e-4 for
 # the ~20 comparisons of a test (fixed seeds: the tests are deterministic, the bound says how
@@ -56,8 +61,20 @@ needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not a
 Z = 4.5
 
 
-def contract(alpha, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
-    """``inverse_cdf_v1`` as ``estimate_draws``'s docstring defines it (``chunk_pairs``: ``P``,
+M64 = (1 << 64) - 1
+
+
+def splitmix64(key: int, j: int) -> int:
+    """``z_j = mix(key + (j + 1) gamma)`` mod ``2^64`` (SplitMix64, Steele, Lea and Flood 2014)
+    in Python integers."""
+    z = (key + (j + 1) * 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def contract(alpha, X_train, X_eval, fmap, m, rng, chunk_pairs, draws=NEW) -> np.ndarray:
+    """The stream ``draws`` as ``estimate_draws``'s docstring defines it (``chunk_pairs``: ``P``,
     already divided by the map's depth)."""
     absa = np.abs(alpha)
     total = float(absa.sum())
@@ -68,11 +85,22 @@ def contract(alpha, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
     cdf = np.cumsum(q)
     d, c = len(cdf), cdf[-1]
     r = max(1, chunk_pairs // m)
+    if draws == INVERSE_CDF_V2:
+        key = int(rng.integers(0, 2**64, dtype=np.uint64))
     for a in range(0, len(X_eval), r):
         b = min(len(X_eval), a + r)
-        u = rng.random((b - a) * m)
+        if draws == INVERSE_CDF_V2:
+            z = [splitmix64(key, j) for j in range(a * m, b * m)]
+            u = np.array([(v >> 32) / 2**32 for v in z])
+            if isinstance(fmap, Coordinate):  # w from the lower 32 bits
+                W = np.array([((v & 0xFFFFFFFF) * fmap.d) >> 32 for v in z], dtype=np.int64)
+            else:
+                W = fmap.sample(rng, (b - a) * m)
+        else:
+            u = rng.random((b - a) * m)
         i = np.minimum(np.searchsorted(cdf, u * c, side="right"), d - 1)
-        W = fmap.sample(rng, (b - a) * m)
+        if draws != INVERSE_CDF_V2:
+            W = fmap.sample(rng, (b - a) * m)
         for rho in range(b - a):
             j = slice(rho * m, (rho + 1) * m)
             psi_i = fmap.pairs(X_train, i[j], W[j])
@@ -105,10 +133,11 @@ def shape_data(name: str, n: int, D: int, n_eval: int, fortran: bool = False):
     return alpha, X, X_eval
 
 
-def two_calls(method, alpha, X, X_eval, fmap, m, rng, chunk) -> np.ndarray:
-    """Two calls (the second on the rows reversed) and the generator's next two numbers."""
+def two_calls(method, alpha, X, X_eval, fmap, m, rng, chunk, new=NEW) -> np.ndarray:
+    """Two calls (the second on the rows reversed) with the stream ``new`` and the generator's
+    next two numbers."""
     f = getattr(KernelExpansion(alpha), method) if isinstance(method, str) else method
-    kw = {"draws": NEW} if isinstance(method, str) else {}
+    kw = {"draws": new} if isinstance(method, str) else {}
     first = f(X, X_eval, fmap, m, rng, chunk, **kw)
     second = f(X, X_eval[::-1], fmap, m, rng, chunk, **kw)
     return np.concatenate([first, second, rng.random(2)])
@@ -117,44 +146,60 @@ def two_calls(method, alpha, X, X_eval, fmap, m, rng, chunk) -> np.ndarray:
 # ---- the contract ------------------------------------------------------------------------------
 
 
+@streams
 @pytest.mark.parametrize("fortran", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
-def test_numpy_draws_what_the_contract_says(shape, fortran):
+def test_numpy_draws_what_the_contract_says(shape, fortran, new):
     name, n, D, m, n_eval, chunk = shape
     alpha, X, X_eval = shape_data(name, n, D, n_eval, fortran)
     for fmap in maps(D):
 
         def plain(X, X_eval, fmap, m, rng, chunk, alpha=alpha):
-            return contract(alpha, X, X_eval, fmap, m, rng, chunk)
+            return contract(alpha, X, X_eval, fmap, m, rng, chunk, new)
 
         want = two_calls(plain, alpha, X, X_eval, fmap, m, np.random.default_rng(5), chunk)
         got = two_calls(
-            "estimate_numpy", alpha, X, X_eval, fmap, m, np.random.default_rng(5), chunk
+            "estimate_numpy", alpha, X, X_eval, fmap, m, np.random.default_rng(5), chunk, new
         )
         np.testing.assert_array_equal(got, want, strict=True, err_msg=type(fmap).name)
 
 
+@streams
 @pytest.mark.parametrize("case", cases.CASES, ids=IDS)
-def test_numpy_draws_what_the_contract_says_on_the_estimate_cases(case):
+def test_numpy_draws_what_the_contract_says_on_the_estimate_cases(case, new):
     alpha, X, X_eval = cases.data(case)
     _, _, D, m, _, chunk, _, _ = case
 
     def plain(X, X_eval, fmap, m, rng, chunk):
-        return contract(alpha, X, X_eval, fmap, m, rng, chunk)
+        return contract(alpha, X, X_eval, fmap, m, rng, chunk, new)
 
     want = two_calls(plain, alpha, X, X_eval, Coordinate(D), m, np.random.default_rng(17), chunk)
-    np.testing.assert_array_equal(cases.run(case, "estimate_numpy", NEW), want, strict=True)
+    np.testing.assert_array_equal(cases.run(case, "estimate_numpy", new), want, strict=True)
 
 
-GOLDEN = gv.golden(f"estimates_{NEW}")
+GOLDEN = {new: gv.golden(f"estimates_{new}") for new in STREAMS}
 
 
+@streams
 @pytest.mark.parametrize("case", cases.CASES, ids=IDS)
-def test_the_versioned_stream_keeps_its_numbers(case):
-    """The values ``inverse_cdf_v1`` gave when it was defined (``tests/estimate_cases.py
-    --inverse-cdf``): a change of any number it draws needs a new name."""
+def test_the_versioned_stream_keeps_its_numbers(case, new):
+    """The values each stream gave when it was defined (``tests/estimate_cases.py --stream
+    NAME``): a change of any number it draws needs a new name."""
     for method in ("estimate_numpy", "predict_estimated"):
-        gv.assert_matches({"estimates": cases.run(case, method, NEW)}, GOLDEN[case[0]])
+        gv.assert_matches({"estimates": cases.run(case, method, new)}, GOLDEN[new][case[0]])
+
+
+def test_the_v2_numbers_do_not_depend_on_the_chunks():
+    """``inverse_cdf_v2`` with coordinate features: the draws are counted over the call, so
+    any ``chunk_pairs`` gives the same estimates (and leaves the generator where it does)."""
+    alpha, X, X_eval = shape_data("chunks", 30, 6, 11)
+    fmap, runs = Coordinate(6), []
+    for chunk in (1, 100, 1 << 20):
+        for method in ("estimate_numpy", "predict_estimated"):
+            rng = np.random.default_rng(9)
+            runs.append(two_calls(method, alpha, X, X_eval, fmap, 40, rng, chunk, INVERSE_CDF_V2))
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0], strict=True)
 
 
 def test_the_default_stream_is_multinomial():
@@ -164,7 +209,7 @@ def test_the_default_stream_is_multinomial():
         gv.assert_matches({"estimates": cases.run(case, "predict_estimated")}, old[case[0]])
         same = cases.run(case, "predict_estimated", MULTINOMIAL)
         np.testing.assert_array_equal(same, cases.run(case, "predict_estimated"), strict=True)
-    assert DRAWS[0] == MULTINOMIAL and check_draws(NEW) == NEW
+    assert DRAWS[0] == MULTINOMIAL and all(check_draws(new) == new for new in STREAMS)
 
 
 def edge_uniforms(table: InverseCdf) -> np.ndarray:
@@ -244,22 +289,23 @@ def test_the_compiled_index_step_is_searchsorted(d, keys, skew, zeros, trailing,
 
 
 @needs_numba
+@streams
 @pytest.mark.parametrize("case", cases.CASES, ids=IDS)
-def test_compiled_coordinate_estimates_equal_numpy(case):
+def test_compiled_coordinate_estimates_equal_numpy(case, new):
     from ilnrun.learners import inverse_cdf_kernels as ik
 
     alpha, X, X_eval = cases.data(case)
-    assert ik.runner(Coordinate(case[2]), X, X_eval, np.random.default_rng(1)) is not None or (
-        case[2] < 2
-    )
+    runs = ik.runner(Coordinate(case[2]), X, X_eval, np.random.default_rng(1), new)
+    assert runs is not None or (case[2] < 2 and new == INVERSE_CDF_V1)
     np.testing.assert_array_equal(
-        cases.run(case, "predict_estimated", NEW), cases.run(case, "estimate_numpy", NEW)
+        cases.run(case, "predict_estimated", new), cases.run(case, "estimate_numpy", new)
     )
 
 
 @needs_numba
+@streams
 @pytest.mark.parametrize("shape", SHAPES, ids=[s[0] for s in SHAPES])
-def test_compiled_estimates_equal_numpy_for_every_map(shape):
+def test_compiled_estimates_equal_numpy_for_every_map(shape, new):
     """Every compiled map (coordinate; ReLU, Fourier, random-net by ``drawn_estimates``) and a
     generator whose 32-bit half is kept before the call."""
     name, n, D, m, n_eval, chunk = shape
@@ -267,57 +313,66 @@ def test_compiled_estimates_equal_numpy_for_every_map(shape):
     for fmap in maps(D):
         a, b = np.random.default_rng(3), np.random.default_rng(3)
         a.integers(0, 5), b.integers(0, 5)  # a kept high half of a 64-bit number
-        got = two_calls("predict_estimated", alpha, X, X_eval, fmap, m, a, chunk)
+        got = two_calls("predict_estimated", alpha, X, X_eval, fmap, m, a, chunk, new)
         P = max(1, chunk // fmap.depth)  # predict_estimated's chunk for a map with a hidden layer
-        want = two_calls("estimate_numpy", alpha, X, X_eval, fmap, m, b, P)
+        want = two_calls("estimate_numpy", alpha, X, X_eval, fmap, m, b, P, new)
         np.testing.assert_array_equal(got, want, strict=True, err_msg=type(fmap).name)
         assert a.bit_generator.state == b.bit_generator.state
 
 
 @needs_numba
-def test_the_self_checks_pass_and_the_compiled_code_runs():
+@streams
+def test_the_self_checks_pass_and_the_compiled_code_runs(new):
     from ilnrun.learners import inverse_cdf_kernels as ik
 
     X = np.random.default_rng(0).standard_normal((6, 4))
     for fmap, run in ((Coordinate(4), ik.coordinate), (ReLU(4), ik.generic)):
-        assert ik.agrees(fmap, run)
-        assert ik.runner(fmap, X, X, np.random.default_rng(1)) is run
-    # numpy where the compiled code does not apply: another bit generator, D = 1, float32
+        assert ik.agrees(fmap, run, new)
+        assert ik.runner(fmap, X, X, np.random.default_rng(1), new) is run
+    # numpy where the compiled code does not apply: float32; inverse_cdf_v1 (which draws the
+    # PCG64 numbers itself): another bit generator, D = 1; inverse_cdf_v2 runs compiled there
     mt = np.random.Generator(np.random.MT19937(1))
-    assert ik.runner(Coordinate(4), X, X, mt) is None
-    assert ik.runner(Coordinate(1), X[:, :1], X[:, :1], np.random.default_rng(1)) is None
-    assert ik.runner(Coordinate(4), X.astype(np.float32), X, np.random.default_rng(1)) is None
+    X1, rng = X[:, :1], np.random.default_rng(1)
+    v1 = new == INVERSE_CDF_V1
+    assert (ik.runner(Coordinate(4), X, X, mt, new) is None) == v1
+    assert (ik.runner(Coordinate(1), X1, X1, rng, new) is None) == v1
+    assert ik.runner(Coordinate(4), X.astype(np.float32), X, rng, new) is None
     alpha = np.random.default_rng(2).standard_normal(6)
-    got = KernelExpansion(alpha).predict_estimated(X, X, Coordinate(4), 9, mt, draws=NEW)
+    got = KernelExpansion(alpha).predict_estimated(X, X, Coordinate(4), 9, mt, draws=new)
     mt2 = np.random.Generator(np.random.MT19937(1))
-    want = KernelExpansion(alpha).estimate_numpy(X, X, Coordinate(4), 9, mt2, draws=NEW)
+    want = KernelExpansion(alpha).estimate_numpy(X, X, Coordinate(4), 9, mt2, draws=new)
     np.testing.assert_array_equal(got, want)
+    assert mt.random() == mt2.random()
 
 
 @needs_numba
-def test_a_disagreeing_build_runs_numpy_with_one_note(monkeypatch, capsys):
+@streams
+def test_a_disagreeing_build_runs_numpy_with_one_note(monkeypatch, capsys, new):
     from ilnrun.learners import inverse_cdf_kernels as ik
 
     monkeypatch.setattr(ik, "_AGREES", {})
     monkeypatch.setattr(kernels, "_NOTED", set())
-    monkeypatch.setattr(ik, "agrees", lambda fmap, run: False)
+    monkeypatch.setattr(ik, "agrees", lambda fmap, run, draws: False)
     X = np.random.default_rng(0).standard_normal((6, 4))
-    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1)) is None
-    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1)) is None
-    assert capsys.readouterr().err.count("numpy code runs instead") == 1
+    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1), new) is None
+    assert ik.runner(Coordinate(4), X, X, np.random.default_rng(1), new) is None
+    err = capsys.readouterr().err
+    assert err.count("numpy code runs instead") == 1 and new in err
     case = cases.CASES[2]
-    gv.assert_matches({"estimates": cases.run(case, "predict_estimated", NEW)}, GOLDEN[case[0]])
+    run = cases.run(case, "predict_estimated", new)
+    gv.assert_matches({"estimates": run}, GOLDEN[new][case[0]])
 
 
-def test_zero_alpha_draws_nothing_and_costs_are_counted():
+@streams
+def test_zero_alpha_draws_nothing_and_costs_are_counted(new):
     X = np.random.default_rng(0).standard_normal((5, 3))
     rng = np.random.default_rng(4)
     state = rng.bit_generator.state
     p = KernelExpansion(np.zeros(5))
-    assert not p.predict_estimated(X, X, Coordinate(3), 10, rng, draws=NEW).any()
+    assert not p.predict_estimated(X, X, Coordinate(3), 10, rng, draws=new).any()
     assert rng.bit_generator.state == state and p.costs["psi"] == 0
     p = KernelExpansion(np.array([0.0, -0.4, 0.0, 1.0, 0.0]))
-    est = p.predict_estimated(X, X[:4], Coordinate(3), 10, rng, draws=NEW)
+    est = p.predict_estimated(X, X[:4], Coordinate(3), 10, rng, draws=new)
     assert est.shape == (4,) and p.costs["psi"] == 4 * 2 * 10
 
 
@@ -381,14 +436,15 @@ def law_setting(D: int = 25, n: int = 40, n_points: int = 6):
     return alpha, X, np.maximum(rng.standard_normal((n_points, D)), 0.0)
 
 
-def test_the_stream_has_algorithm_2s_mean_and_variance():
+@streams
+def test_the_stream_has_algorithm_2s_mean_and_variance(new):
     """Coordinate features, R = 4 000 estimates a point with m = 64: the mean within Z standard
     errors of the exact ``sum_i alpha_i x_i . x / D`` (its error ``sqrt(Var(E) / R)``, exact),
     and the sample variance within Z standard errors of the exact ``Var(E) = Var(Z) / m``
     (the error of a sample variance from the fourth moment of ``E``, exact too)."""
     alpha, X, points = law_setting()
     m, R = 64, 4000
-    est = replicate(alpha, X, points, Coordinate(X.shape[1]), m, NEW, range(4), R // 4)
+    est = replicate(alpha, X, points, Coordinate(X.shape[1]), m, new, range(4), R // 4)
     for p, x in enumerate(points):
         values, probs = coordinate_law(alpha, X, x)
         mu, var, mu4 = mean_moments(values, probs, m)
@@ -398,25 +454,27 @@ def test_the_stream_has_algorithm_2s_mean_and_variance():
         assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
 
 
-def test_the_stream_agrees_with_the_multinomial_stream():
-    """Two samples of R = 4 000 estimates a point, ``inverse_cdf_v1`` and ``multinomial`` (other
+@streams
+def test_the_stream_agrees_with_the_multinomial_stream(new):
+    """Two samples of R = 4 000 estimates a point, the stream and ``multinomial`` (other
     seeds): their means differ by less than Z standard errors of the difference (``sqrt(2
     Var(E) / R)``), their variances by less than Z standard errors of the difference of two
     sample variances."""
     alpha, X, points = law_setting()
     m, R = 64, 4000
     fmap = Coordinate(X.shape[1])
-    new = replicate(alpha, X, points, fmap, m, NEW, range(4), R // 4)
+    est = replicate(alpha, X, points, fmap, m, new, range(4), R // 4)
     old = replicate(alpha, X, points, fmap, m, MULTINOMIAL, range(10, 14), R // 4)
     for p, x in enumerate(points):
         _, var, mu4 = mean_moments(*coordinate_law(alpha, X, x), m)
-        z_mean = (new[:, p].mean() - old[:, p].mean()) / math.sqrt(2 * var / R)
-        dvar = new[:, p].var(ddof=1) - old[:, p].var(ddof=1)
+        z_mean = (est[:, p].mean() - old[:, p].mean()) / math.sqrt(2 * var / R)
+        dvar = est[:, p].var(ddof=1) - old[:, p].var(ddof=1)
         z_var = dvar / (math.sqrt(2) * var_se(var, mu4, R))
         assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
 
 
-def test_the_relu_stream_estimates_the_arc_cosine_kernel():
+@streams
+def test_the_relu_stream_estimates_the_arc_cosine_kernel(new):
     """ReLU features (the compiled ``drawn_estimates`` where numba runs): the mean of R = 3 000
     estimates a point within Z standard errors (from the sample) of the exact
     ``sum_i alpha_i k(x_i, x)``, and the two streams' means and variances within Z standard
@@ -424,10 +482,10 @@ def test_the_relu_stream_estimates_the_arc_cosine_kernel():
     alpha, X, points = law_setting(D=8, n=30, n_points=4)
     fmap, m, R = ReLU(8), 32, 3000
     exact = fmap.kernel(points, X[: len(alpha)]) @ alpha
-    new = replicate(alpha, X, points, fmap, m, NEW, range(3), R // 3)
+    est = replicate(alpha, X, points, fmap, m, new, range(3), R // 3)
     old = replicate(alpha, X, points, fmap, m, MULTINOMIAL, range(10, 13), R // 3)
     for p in range(len(points)):
-        a, b = new[:, p], old[:, p]
+        a, b = est[:, p], old[:, p]
         assert abs(a.mean() - exact[p]) < Z * a.std(ddof=1) / math.sqrt(R), p
         z_mean = (a.mean() - b.mean()) / math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / R)
         se_var = [var_se(v.var(ddof=1), np.mean((v - v.mean()) ** 4), R) for v in (a, b)]
@@ -435,24 +493,51 @@ def test_the_relu_stream_estimates_the_arc_cosine_kernel():
         assert abs(z_mean) < Z and abs(z_var) < Z, (p, z_mean, z_var)
 
 
-def test_the_indices_are_drawn_with_q():
-    """Step 2 on 400 000 uniforms: the frequency of every stored example against ``q``
-    (chi-square, examples with an expected count below 5 pooled), p-value above 1e-6; and
-    never an example with ``q_l = 0``."""
-    alpha, _, _ = law_setting()
-    absa = np.abs(alpha)
-    q = absa / absa.sum()
-    table = InverseCdf(q, 400_000)
-    counts = np.bincount(table(np.random.default_rng(8).random(400_000)), minlength=len(q))
-    assert (counts[q == 0.0] == 0).all()
-    expected = 400_000 * q
+def chi2_p(counts: np.ndarray, q: np.ndarray) -> float:
+    """The p-value of ``counts`` against the law ``q`` (chi-square; cells with an expected count
+    below 5 pooled)."""
+    expected = counts.sum() * q
     big = expected >= 5
     obs = np.append(counts[big], counts[~big].sum())
     exp = np.append(expected[big], expected[~big].sum())
     if exp[-1] == 0.0:
         obs, exp = obs[:-1], exp[:-1]
     chi2 = float(((obs - exp) ** 2 / exp).sum())
-    assert stats.chi2.sf(chi2, len(obs) - 1) > 1e-6
+    return float(stats.chi2.sf(chi2, len(obs) - 1))
+
+
+def uniforms(new: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``n`` uniforms of step 2 as the stream makes them and (``inverse_cdf_v2``) the lower 32
+    bits of the same numbers."""
+    if new == INVERSE_CDF_V1:
+        return np.random.default_rng(seed).random(n), None
+    z = estimate_draws.splitmix64(
+        np.random.default_rng(seed).integers(0, 2**64, dtype=np.uint64), 0, n
+    )
+    return estimate_draws.upper_uniforms(z), z & estimate_draws.LOW32
+
+
+@streams
+def test_the_indices_are_drawn_with_q(new):
+    """Step 2 on 400 000 of the stream's uniforms: the frequency of every stored example against
+    ``q`` (chi-square), p-value above 1e-6; and never an example with ``q_l = 0``. With
+    ``inverse_cdf_v2``, the coordinates made from the same numbers' lower halves (``D = 25``)
+    against uniform, and the pairs ``(i, w)`` against ``q_i / D`` (their independence)."""
+    alpha, _, _ = law_setting()
+    absa = np.abs(alpha)
+    q = absa / absa.sum()
+    table = InverseCdf(q, 400_000)
+    u, low = uniforms(new, 400_000, 8)
+    i = table(u)
+    counts = np.bincount(i, minlength=len(q))
+    assert (counts[q == 0.0] == 0).all()
+    assert chi2_p(counts, q) > 1e-6
+    if low is not None:
+        D = 25
+        w = Coordinate(D).sample_bits(low)
+        assert chi2_p(np.bincount(w, minlength=D), np.full(D, 1.0 / D)) > 1e-6
+        pairs = np.bincount(i * D + w, minlength=len(q) * D)
+        assert chi2_p(pairs, np.repeat(q, D) / D) > 1e-6
 
 
 # ---- the config key ----------------------------------------------------------------------------
@@ -480,15 +565,18 @@ def test_the_default_is_not_stored_and_changes_no_cell_or_digest():
 
 def test_another_stream_is_recorded_and_changes_every_digest_not_the_cells():
     """Set, the key is in the resolved config and in every record's digest (a results directory
-    of the other stream is not resumed); the cells, their ids and seeds (the training pass) stay
+    of another stream is not resumed); the cells, their ids and seeds (the training pass) stay
     the same."""
     plain = C.resolve(small_config())
-    new = C.resolve(small_config(estimate_draws=NEW))
-    assert new.as_dict()["evaluation"]["estimate_draws"] == NEW
-    assert new.evaluation.estimate_draws == NEW
-    for a, b in zip(C.cells(plain), C.cells(new), strict=True):
-        assert a.id == b.id and a.seed_key == b.seed_key
-        assert C.record_digest(plain, a) != C.record_digest(new, b)
+    digests = {}
+    for draws in STREAMS:
+        new = C.resolve(small_config(estimate_draws=draws))
+        assert new.as_dict()["evaluation"]["estimate_draws"] == draws
+        assert new.evaluation.estimate_draws == draws
+        for a, b in zip(C.cells(plain), C.cells(new), strict=True):
+            assert a.id == b.id and a.seed_key == b.seed_key
+            digests.setdefault(a.id, {C.record_digest(plain, a)}).add(C.record_digest(new, b))
+    assert all(len(d) == 1 + len(STREAMS) for d in digests.values())
 
 
 @pytest.mark.parametrize("kernel", ["exact", "free"])
@@ -505,23 +593,25 @@ def test_only_the_algorithm_2_columns_move(kernel):
         exp = C.resolve(cfg)
         cell = next(c for c in C.cells(exp) if c.method == "shrinking_gradient")
         rows[draws] = run_cell(exp, cell)["row"]
-    old, new = rows[MULTINOMIAL], rows[NEW]
+    old = rows[MULTINOMIAL]
     moved = {"test_loss_estimated", "val_loss_estimated", "test_nmse_estimated", sweep_column(30)}
     if kernel == "free":
         moved |= {"val_loss", "test_loss", "test_nmse", "test_loss_subset", "test_loss_avg"}
-    for key in old:
-        if key in ("wall_s", "eval_s"):
-            continue
-        if key in moved:
-            assert old[key] != new[key] and new[key] == pytest.approx(old[key], rel=0.5), key
-        else:
-            assert old[key] == new[key] or (old[key] != old[key] and new[key] != new[key]), key
+    for new in (rows[s] for s in STREAMS):
+        for key in old:
+            if key in ("wall_s", "eval_s"):
+                continue
+            if key in moved:
+                assert old[key] != new[key] and new[key] == pytest.approx(old[key], rel=0.5), key
+            else:
+                assert old[key] == new[key] or (old[key] != old[key] and new[key] != new[key]), key
 
 
 def test_a_run_with_the_stream_and_its_resume(tmp_path):
-    """``--set evaluation.estimate_draws=inverse_cdf_v1`` runs; the same command resumes; the
-    config without it is refused there, naming the key (exit 2), and ``--extend`` runs every
-    cell again (their digests differ: no record of the other stream is kept)."""
+    """``--set evaluation.estimate_draws=inverse_cdf_v2`` runs; the same command resumes; the
+    config without it, or with another stream, is refused there, naming the key (exit 2), and
+    ``--extend`` runs every cell again (their digests differ: no record of another stream is
+    kept)."""
     from conftest import invoke, refused, write_config
 
     path = write_config(tmp_path / "c.yaml", small_config())
@@ -531,12 +621,14 @@ def test_a_run_with_the_stream_and_its_resume(tmp_path):
     res = invoke(["run", path, "--out", out, "--set", f"evaluation.estimate_draws={NEW}"])
     assert res.exit_code == 0 and "resumed" in res.output, res.output
     refused(invoke(["run", path, "--out", out, "-q"]), "evaluation.estimate_draws")
+    other = ["--set", f"evaluation.estimate_draws={INVERSE_CDF_V1}"]
+    refused(invoke(["run", path, "--out", out, "-q", *other]), "evaluation.estimate_draws")
     res = invoke(["run", path, "--out", out, "--extend"])
     assert res.exit_code == 0 and "(0 resumed)" in res.output, res.output
 
 
 def test_a_cell_of_the_stream_is_reproduced_from_python(tmp_path):
-    """``ilnrun.load(R).cell(id)``: the estimator of a cell run with ``inverse_cdf_v1`` takes
+    """``ilnrun.load(R).cell(id)``: the estimator of a cell run with ``inverse_cdf_v2`` takes
     the stream, so its Algorithm-2 test loss and the whole row come back bit for bit."""
     from conftest import invoke, write_config
 
@@ -568,7 +660,8 @@ def test_validate_counts_the_cheaper_stream():
 
     assert cost.ESTIMATE_DRAW_WEIGHT[MULTINOMIAL] == 4
     assert set(cost.ESTIMATE_DRAW_WEIGHT) == set(DRAWS)
-    assert sg_seconds(estimate_draws=NEW) < sg_seconds()
+    v1, v2 = (sg_seconds(estimate_draws=s) for s in STREAMS)
+    assert v2 < v1 < sg_seconds()
 
 
 def test_the_estimator_takes_the_stream():

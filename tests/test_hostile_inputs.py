@@ -125,7 +125,7 @@ def test_set_values_are_bounded(config_file, key, value):
 
 @pytest.mark.parametrize(
     "value",
-    ["iid", "inverse_cdf", "inverse_cdf_v2", "Multinomial", "''", "3", "[multinomial]", "{a: 1}"],
+    ["iid", "inverse_cdf", "inverse_cdf_v3", "Multinomial", "''", "3", "[multinomial]", "{a: 1}"],
 )
 def test_bad_estimate_draws_are_refused(config_file, tmp_path, value):
     """``evaluation.estimate_draws``: a stream name it does not know (an unversioned or

@@ -213,8 +213,10 @@ ESTIMATE_DRAWS = Param(
     MULTINOMIAL,
     "the random stream of Algorithm-2 estimates (validation, test, m_test_sweep, kernel: free): "
     "multinomial (each point's index counts Multinomial(m_test, q), numpy's stream; every "
-    "committed number) or inverse_cdf_v1 (iid indices by inverse-CDF sampling of q, in draw "
-    "order; the same law, other numbers, faster)",
+    "committed number), inverse_cdf_v1 (iid indices by inverse-CDF sampling of q, in draw "
+    "order; the same law, other numbers, faster) or inverse_cdf_v2 (the same with a "
+    "counter-based stream keyed by the cell's generator; the same law to 2^-32, other numbers, "
+    "faster still)",
     choices=DRAWS,
     listable=False,
 )

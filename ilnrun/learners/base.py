@@ -213,7 +213,8 @@ class KernelExpansion:
         ``w_k`` are iid and independent of ``i``, so the estimate has exactly Algorithm 2's
         distribution, while the sorted gathers are cache-friendly. ``inverse_cdf_v1``: the
         ``i`` by inverse-CDF sampling of iid uniforms, in draw order
-        (``inverse_cdf_kernels.estimate``, faster).
+        (``inverse_cdf_kernels.estimate``, faster); ``inverse_cdf_v2``: the same with the
+        numbers of a counter-based stream keyed by one number of ``rng`` (faster still).
 
         Compiled where that is faster (:meth:`estimate_compiled`: ReLU, Fourier and random-net
         maps; :meth:`estimate_coordinate`: coordinate maps), else numpy (:meth:`estimate_numpy`):
@@ -231,7 +232,9 @@ class KernelExpansion:
             law = self._sampling()
             from . import inverse_cdf_kernels
 
-            return inverse_cdf_kernels.estimate(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
+            return inverse_cdf_kernels.estimate(
+                *law, X_train, X_eval, fmap, m, rng, chunk_pairs, draws
+            )
         if type(rng) is np.random.Generator:
             if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
                 run = self.estimate_coordinate
@@ -307,7 +310,9 @@ class KernelExpansion:
         n, out, (total, q, sgn) = len(X_eval), np.zeros(len(X_eval)), self._sampling()
         if check_draws(draws) != MULTINOMIAL:
             law = (total, q, sgn)
-            return estimate_draws.estimate_numpy(*law, X_train, X_eval, fmap, m, rng, chunk_pairs)
+            return estimate_draws.estimate_numpy(
+                *law, X_train, X_eval, fmap, m, rng, chunk_pairs, draws
+            )
         if total == 0.0:
             return out
         support = np.arange(len(q))

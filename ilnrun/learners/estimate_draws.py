@@ -42,6 +42,31 @@ and path: the numpy code here (:func:`estimate_numpy`, the reference) and the co
 (``inverse_cdf_kernels``) give the same numbers bit for bit, checked once per process before
 the compiled code is trusted.
 
+``inverse_cdf_v2`` (a versioned contract like ``inverse_cdf_v1``): the same law and the same
+step 2, with the random numbers of a counter-based stream (SplitMix64, Steele, Lea and Flood
+2014: ``mix(z) = g(g(z, 30, C1), 27, C2) ^ (. >> 31)``, ``g(z, s, C) = (z ^ (z >> s)) C`` mod
+``2^64``, ``C1 = 0xBF58476D1CE4E5B9``, ``C2 = 0x94D049BB133111EB``) keyed by one number of
+``rng``. For ``alpha != 0``:
+
+- ``key = rng.integers(0, 2**64, dtype=np.uint64)`` (one 64-bit number of the generator), once
+  a call, before anything else;
+- the ``j``-th draw of the call (``j = rho m + k`` for the ``k``-th draw of the ``rho``-th row of
+  ``X_eval``, counted over every row, whatever the chunks) takes the 64 bits
+  ``z_j = mix(key + (j + 1) gamma)`` mod ``2^64`` (:func:`splitmix64`, ``gamma =
+  0x9E3779B97F4A7C15``): its upper 32 bits ``h`` make the uniform ``u_j = h 2^-32`` of step 2
+  (``i_j`` exactly as in ``inverse_cdf_v1``), its lower 32 bits ``l`` the coordinate ``w_j =
+  floor(l D / 2^32)`` of a map that draws ``w`` from 32 random bits
+  (``FeatureMap.sample_bits``: coordinate features); any other map draws ``W =
+  fmap.sample(rng, r m)`` per chunk of ``r`` rows (the chunks of ``inverse_cdf_v1``), in order;
+- the products and ``E(x)`` as in step 4 of ``inverse_cdf_v1``.
+
+Its law is Algorithm 2's up to a resolution of ``2^-32``: every ``P(i = l)`` and ``P(w = v)`` is
+within ``2^-32`` of the exact one (``q_l``; ``1 / D``), since ``u`` and ``l`` are multiples of
+``2^-32`` and ``2^32``-valued; the two halves of ``z_j`` are independent for a generator that is
+(SplitMix64 passes BigCrush). Its draws are independent of each other and fast to make (no
+state carried from draw to draw: a pass the compiler vectorizes), so it costs about half of
+``inverse_cdf_v1`` a draw with coordinate features (bench/estimate_draws.py).
+
 The index search of step 2 is ``searchsorted``'s exactly, found faster from a table
 (:class:`InverseCdf`); only the time depends on the table.
 """
@@ -52,8 +77,14 @@ import numpy as np
 
 MULTINOMIAL = "multinomial"
 INVERSE_CDF_V1 = "inverse_cdf_v1"
+INVERSE_CDF_V2 = "inverse_cdf_v2"
 # every stream, the default first (evaluation.estimate_draws's choices)
-DRAWS = (MULTINOMIAL, INVERSE_CDF_V1)
+DRAWS = (MULTINOMIAL, INVERSE_CDF_V1, INVERSE_CDF_V2)
+# SplitMix64 (inverse_cdf_v2): the counter's step and the two multipliers of its mix
+GAMMA = np.uint64(0x9E3779B97F4A7C15)
+MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+MIX2 = np.uint64(0x94D049BB133111EB)
+LOW32 = np.uint64(0xFFFFFFFF)
 BLOCK_PAIRS = 1 << 14  # samples searched and multiplied per block in numpy (cache-sized)
 TABLE_PER_INDEX = 16  # table entries per stored example (at most; see InverseCdf)
 MAX_TABLE = 1 << 18  # table entries at most (about 9 MB while it is built)
@@ -67,6 +98,21 @@ def table_size(d: int, keys: int) -> int:
     costs less than the keys it serves)."""
     want = max(64, min(TABLE_PER_INDEX * d, keys // 4, MAX_TABLE))
     return 1 << (want - 1).bit_length()
+
+
+def splitmix64(key: np.uint64, start: int, count: int) -> np.ndarray:
+    """``z_j = mix(key + (j + 1) gamma)`` mod ``2^64`` for ``j = start .. start + count - 1``
+    (uint64): the numbers of ``inverse_cdf_v2`` (the module's docstring)."""
+    z = np.arange(start + 1, start + count + 1, dtype=np.uint64) * GAMMA + np.uint64(key)
+    z = (z ^ (z >> np.uint64(30))) * MIX1
+    z = (z ^ (z >> np.uint64(27))) * MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def upper_uniforms(z: np.ndarray) -> np.ndarray:
+    """``u = floor(z / 2^32) 2^-32`` (exact doubles in ``[0, 1)``): step 2's uniforms of
+    ``inverse_cdf_v2``."""
+    return (z >> np.uint64(32)).astype(np.float64) * 2.0**-32
 
 
 def check_draws(draws: str) -> str:
@@ -122,19 +168,22 @@ def estimate_numpy(
     m: int,
     rng: np.random.Generator,
     chunk_pairs: int,
+    draws: str = INVERSE_CDF_V1,
 ) -> np.ndarray:
-    """The ``inverse_cdf_v1`` estimates of every row of ``X_eval`` in numpy (the reference of
-    the contract above), given Algorithm 2's law ``total = |alpha|_1``, ``q``, ``sgn``
-    (``KernelExpansion._sampling``; ``total = 0``: all zeros, nothing drawn) and the chunk size
-    ``chunk_pairs`` (already divided by the map's depth). Coordinate features gather both
-    values from flat arrays (the same numbers as ``fmap.pairs``); every other map forms
-    ``fmap.pairs``."""
+    """The ``inverse_cdf_v1`` (or ``draws``: ``inverse_cdf_v2``) estimates of every row of
+    ``X_eval`` in numpy (the reference of the contracts above), given Algorithm 2's law
+    ``total = |alpha|_1``, ``q``, ``sgn`` (``KernelExpansion._sampling``; ``total = 0``: all
+    zeros, nothing drawn) and the chunk size ``chunk_pairs`` (already divided by the map's
+    depth). Coordinate features gather both values from flat arrays (the same numbers as
+    ``fmap.pairs``); every other map forms ``fmap.pairs``."""
     from ..features import Coordinate
 
     n, out = len(X_eval), np.zeros(len(X_eval))
     if total == 0.0 or n == 0:
         return out
     m = int(m)
+    hashed = draws == INVERSE_CDF_V2
+    key = rng.integers(0, 2**64, dtype=np.uint64) if hashed else None
     rows_per_chunk = max(1, chunk_pairs // m)
     search = InverseCdf(q, min(n, rows_per_chunk) * m)
     flat = type(fmap) is Coordinate
@@ -151,8 +200,15 @@ def estimate_numpy(
     block = max(1, BLOCK_PAIRS // m)  # rows searched and multiplied at once
     for a in range(0, n, rows_per_chunk):
         b = min(n, a + rows_per_chunk)
-        u = rng.random((b - a) * m)
-        W = fmap.sample(rng, (b - a) * m)
+        if hashed:
+            z = splitmix64(key, a * m, (b - a) * m)
+            u = upper_uniforms(z)
+            W = fmap.sample_bits(z & LOW32)
+            if W is None:
+                W = fmap.sample(rng, (b - a) * m)
+        else:
+            u = rng.random((b - a) * m)
+            W = fmap.sample(rng, (b - a) * m)
         for r0 in range(a, b, block):
             r1 = min(b, r0 + block)
             lo, hi = (r0 - a) * m, (r1 - a) * m

@@ -1,5 +1,5 @@
-"""The ``inverse_cdf_v1`` Algorithm-2 estimates (``estimate_draws``) compiled with numba: the
-numbers of ``estimate_draws.estimate_numpy``, bit for bit.
+"""The ``inverse_cdf_v1`` and ``inverse_cdf_v2`` Algorithm-2 estimates (``estimate_draws``)
+compiled with numba: the numbers of ``estimate_draws.estimate_numpy``, bit for bit.
 
 - Coordinate features (:func:`coordinate_estimates`): the whole estimate in one call. The
   ``r m`` uniforms of a chunk, then its ``r m`` coordinates, are made by ``pcg64_kernels`` from
@@ -9,6 +9,9 @@ numbers of ``estimate_draws.estimate_numpy``, bit for bit.
   ``first``: a bucket that no prefix sum splits gives its index at once, a split one is
   searched: searchsorted's index either way), and each row's products, in draw order, are summed
   in numpy's pairwise order (``shrinking_gradient_kernels.pairwise_sum``).
+  ``inverse_cdf_v2`` (:func:`hashed_coordinate_estimates`): the uniforms and coordinates of a
+  block from SplitMix64 (:func:`hashed_draws`, one pass with no state from draw to draw), the
+  same index step and products.
 - ReLU, Fourier and random-net maps (:func:`drawn_estimates`): the indices by numpy
   (``InverseCdf``), then per chunk the ``w`` by numba's generator calls
   (``shrinking_gradient_kernels.draw_w``, numpy's streams), the values by the Shrinking Gradient
@@ -27,8 +30,22 @@ import numpy as np
 from ..stopping import deferred
 from . import pcg64_kernels as pcg
 from . import shrinking_gradient_kernels as kernels
-from .estimate_draws import BLOCK_PAIRS, InverseCdf, estimate_numpy
+from .estimate_draws import (
+    BLOCK_PAIRS,
+    GAMMA,
+    INVERSE_CDF_V1,
+    INVERSE_CDF_V2,
+    LOW32,
+    MIX1,
+    MIX2,
+    InverseCdf,
+    estimate_numpy,
+    splitmix64,
+    upper_uniforms,
+)
 from .shrinking_gradient_kernels import ZERO, _jit, pairwise_sum
+
+S27, S30, S31, S32 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(32)
 
 
 @_jit
@@ -70,6 +87,27 @@ def table_indices(u, N, cdf, first, U, idx):
 
 
 @_jit
+def block_estimates(train, signed, sgn, X_eval, r0, r1, idx, W, total, m, prod, out):
+    """Step 4 for rows ``r0 .. r1 - 1`` of ``X_eval`` (coordinate features), their draws' indices
+    ``idx`` and coordinates ``W`` from 0: per row ``x`` the products ``(x_{i_j}[w_j] sgn_{i_j})
+    x[w_j]`` in draw order (``train``: the stored rows flattened, each times its ``sgn`` when
+    ``signed``) and ``out[row] = |alpha|_1 (pairwise sum / m)``."""
+    uD = np.uint64(X_eval.shape[1])
+    for row in range(r1 - r0):
+        x = X_eval[r0 + row]
+        j0 = row * m
+        if signed:
+            for k in range(m):
+                w = np.uint64(W[j0 + k])
+                prod[k] = train[np.uint64(idx[j0 + k]) * uD + w] * x[w]
+        else:
+            for k in range(m):
+                i, w = np.uint64(idx[j0 + k]), np.uint64(W[j0 + k])
+                prod[k] = train[i * uD + w] * sgn[i] * x[w]
+        out[r0 + row] = total * (pairwise_sum(prod, ZERO, m) / m)
+
+
+@_jit
 def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, chunk, st, out):
     """``estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``). ``train``: the stored
     rows flattened, each times its ``sgn`` when ``signed``; ``first``, ``U``: the table of
@@ -87,7 +125,6 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
     calls ``random(r m)`` then ``integers(0, D, r m)``, and the generator ends where they leave
     it."""
     n, D = X_eval.shape
-    uD = np.uint64(D)
     ih, il = st[2], st[3]
     jt = pcg.jump_table(ih, il)
     block = max(1, BLOCK_PAIRS // m)  # rows a block
@@ -107,19 +144,45 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
             uh, ul = pcg.doubles(uh, ul, ih, il, jt, 1.0, u, ZERO, N)
             table_indices(u, N, cdf, first, U, idx)  # (a pass of its own: faster)
             wh, wl, has, buf, _ = pcg.bounded(wh, wl, ih, il, has, buf, jt, D, W, ZERO, N)
-            for row in range(r1 - r0):
-                x = X_eval[r0 + row]
-                j0 = row * m
-                if signed:
-                    for k in range(m):
-                        w = np.uint64(W[j0 + k])
-                        prod[k] = train[np.uint64(idx[j0 + k]) * uD + w] * x[w]
-                else:
-                    for k in range(m):
-                        i, w = np.uint64(idx[j0 + k]), np.uint64(W[j0 + k])
-                        prod[k] = train[i * uD + w] * sgn[i] * x[w]
-                out[r0 + row] = total * (pairwise_sum(prod, ZERO, m) / m)
+            block_estimates(train, signed, sgn, X_eval, r0, r1, idx, W, total, m, prod, out)
         st[0], st[1], st[4], st[5] = wh, wl, has, buf
+
+
+@_jit
+def hashed_draws(key, j0, N, D, u, W):
+    """``inverse_cdf_v2``'s draws ``j0 .. j0 + N - 1`` (``estimate_draws.splitmix64``): the
+    uniforms ``u[k] = floor(z / 2^32) 2^-32`` and the coordinates ``W[k] = floor((z mod 2^32)
+    D / 2^32)`` of ``z = z_{j0 + k}``, ``k < N``."""
+    uD = np.uint64(D)
+    for k in range(N):
+        z = key + np.uint64(j0 + k + 1) * GAMMA
+        z = (z ^ (z >> S30)) * MIX1
+        z = (z ^ (z >> S27)) * MIX2
+        z ^= z >> S31
+        u[k] = float(z >> S32) * 2.0**-32
+        W[k] = ((z & LOW32) * uD) >> S32
+
+
+@_jit
+def hashed_coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, key, out):
+    """``estimate_numpy`` with ``inverse_cdf_v2`` for a coordinate map (arguments as in
+    :func:`coordinate_estimates`; ``key``: the call's key, drawn by the caller): in blocks of
+    rows that stay in cache, the block's uniforms and coordinates (:func:`hashed_draws`), its
+    indices (:func:`table_indices`) and its estimates (:func:`block_estimates`). The draws do
+    not depend on the chunks: none are needed here."""
+    n = X_eval.shape[0]
+    block = max(1, BLOCK_PAIRS // m)  # rows a block
+    size = min(block, n) * m
+    u = np.empty(size)
+    W = np.empty(size, np.int64)
+    idx = np.empty(size, np.int64)
+    prod = np.empty(m)
+    for r0 in range(0, n, block):
+        r1 = min(n, r0 + block)
+        N = np.int64((r1 - r0) * m)
+        hashed_draws(key, np.int64(r0 * m), N, X_eval.shape[1], u, W)
+        table_indices(u, N, cdf, first, U, idx)
+        block_estimates(train, signed, sgn, X_eval, r0, r1, idx, W, total, m, prod, out)
 
 
 @_jit
@@ -147,9 +210,11 @@ def drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rn
 # the calls, and when they run
 
 
-def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
-    """:func:`coordinate_estimates` for every row of ``X_eval`` (arguments of
-    ``estimate_draws.estimate_numpy``; ``rng`` a PCG64 generator, ``2 <= D < 2**32``)."""
+def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs, draws) -> np.ndarray:
+    """:func:`coordinate_estimates` (``inverse_cdf_v1``: ``rng`` a PCG64 generator,
+    ``2 <= D < 2**32``) or :func:`hashed_coordinate_estimates` (``inverse_cdf_v2``: any
+    generator, ``D < 2**32``) for every row of ``X_eval`` (arguments of
+    ``estimate_draws.estimate_numpy``)."""
     n, D, d = len(X_eval), fmap.d, len(sgn)
     rows = max(1, chunk_pairs // m)
     search = InverseCdf(q, min(n, rows) * m)
@@ -158,19 +223,24 @@ def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.
     signed = d * D <= n * m  # as the numpy code decides (the same products either way)
     train = (X_train[:d] * sgn[:, None]).reshape(-1) if signed else X_train.reshape(-1)
     out = np.zeros(n)
-    st = pcg.state_of(rng)
     args = (train, signed, np.ascontiguousarray(sgn, dtype=float), X_eval, search.cdf)
+    first = np.minimum(search.first, d - 1)  # (clamped: see table_indices)
+    if draws == INVERSE_CDF_V2:
+        key = rng.integers(0, 2**64, dtype=np.uint64)
+        with deferred():  # a stop lands after the call
+            hashed_coordinate_estimates(*args, first, float(search.U), float(total), m, key, out)
+        return out
+    st = pcg.state_of(rng)
     with deferred():  # a stop lands after the call and the generator's new state
-        first = np.minimum(search.first, d - 1)  # (clamped: see table_indices)
         coordinate_estimates(*args, first, float(search.U), float(total), m, rows, st, out)
         pcg.put_state(rng, st)
     return out
 
 
-def generic(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.ndarray:
+def generic(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs, draws) -> np.ndarray:
     """:func:`drawn_estimates` chunk by chunk for every row of ``X_eval`` (arguments of
-    ``estimate_draws.estimate_numpy``): the chunk's uniforms and indices by numpy, the rest
-    compiled."""
+    ``estimate_draws.estimate_numpy``): the chunk's uniforms (``inverse_cdf_v1``: by ``rng``;
+    ``inverse_cdf_v2``: from the call's key) and indices by numpy, the rest compiled."""
     n, out = len(X_eval), np.zeros(len(X_eval))
     rows = max(1, chunk_pairs // m)
     search = InverseCdf(q, min(n, rows) * m)
@@ -178,28 +248,43 @@ def generic(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs) -> np.nda
     X_eval = np.ascontiguousarray(X_eval, dtype=float)
     sgn, total = np.ascontiguousarray(sgn, dtype=float), float(total)
     kind, param, net = kernels.kind_of(fmap), kernels.map_param(fmap), kernels.map_net(fmap)
+    key = rng.integers(0, 2**64, dtype=np.uint64) if draws == INVERSE_CDF_V2 else None
     for a in range(0, n, rows):
         b = min(n, a + rows)
-        idx = search(rng.random((b - a) * m))
+        if key is None:
+            u = rng.random((b - a) * m)
+        else:
+            u = upper_uniforms(splitmix64(key, a * m, (b - a) * m))
+        idx = search(u)
         with deferred():  # a stop lands after the call, never in numba's unboxing of rng
             drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rng, out)
     return out
 
 
-_AGREES: dict[int, bool] = {}
+_AGREES: dict[tuple[str, int], bool] = {}
 
 
-def runner(fmap, X_train: np.ndarray, X_eval: np.ndarray, rng: np.random.Generator):
-    """:func:`coordinate` or :func:`generic` where the compiled estimates run for ``fmap`` and
-    ``rng`` (float inputs; numba there and the Shrinking Gradient kernels trusted for the map,
-    ``kernels.use_compiled`` / ``kernels.estimates_compiled``; a coordinate map with
-    ``2 <= D < 2**32`` drawing from numpy's PCG64; and :func:`agrees`, once per process and
-    map, with a one-line note when not), else ``None``: the numpy code runs."""
+def runner(
+    fmap,
+    X_train: np.ndarray,
+    X_eval: np.ndarray,
+    rng: np.random.Generator,
+    draws: str = INVERSE_CDF_V1,
+):
+    """:func:`coordinate` or :func:`generic` where the compiled estimates of the stream
+    ``draws`` run for ``fmap`` and ``rng`` (float inputs; numba there and the Shrinking
+    Gradient kernels trusted for the map, ``kernels.use_compiled`` /
+    ``kernels.estimates_compiled``; a coordinate map with ``D < 2**32``, and with
+    ``inverse_cdf_v1`` ``D >= 2`` and numpy's PCG64; and :func:`agrees`, once per process,
+    stream and map, with a one-line note when not), else ``None``: the numpy code runs."""
     kind = kernels.kind_of(fmap)
     if kind is None or X_train.dtype != np.float64 or X_eval.dtype != np.float64:
         return None
     if kind == kernels.COORDINATE:
-        if not (pcg.supported(rng) and 2 <= fmap.d <= pcg.MAX_BOUND):
+        if draws == INVERSE_CDF_V2:
+            if not fmap.d <= pcg.MAX_BOUND:
+                return None
+        elif not (pcg.supported(rng) and 2 <= fmap.d <= pcg.MAX_BOUND):
             return None
         if not kernels.use_compiled(fmap):
             return None
@@ -208,21 +293,22 @@ def runner(fmap, X_train: np.ndarray, X_eval: np.ndarray, rng: np.random.Generat
         run = generic
     else:
         return None
-    if kind not in _AGREES:
-        _AGREES[kind] = agrees(fmap, run)
-        if not _AGREES[kind]:
+    if (draws, kind) not in _AGREES:
+        _AGREES[draws, kind] = agrees(fmap, run, draws)
+        if not _AGREES[draws, kind]:
             kernels.note(
-                "the compiled inverse_cdf_v1 estimates do not reproduce this numpy build's for "
+                f"the compiled {draws} estimates do not reproduce this numpy build's for "
                 f"{type(fmap).name} features: the numpy code runs instead"
             )
-    return run if _AGREES[kind] else None
+    return run if _AGREES[draws, kind] else None
 
 
-def agrees(fmap, run) -> bool:
+def agrees(fmap, run, draws: str = INVERSE_CDF_V1) -> bool:
     """``run`` (:func:`coordinate` or :func:`generic`) gives :func:`estimate_numpy`'s
-    estimates and leaves the generator where it does, on a probe (in ``fmap``'s dimension; a
-    coordinate map in 7): alpha with zeros and a skewed law (split buckets searched), several
-    chunks, the signed copy of the stored rows (``m = 3 D``) and signs per product."""
+    estimates of the stream ``draws`` and leaves the generator where it does, on a probe (in
+    ``fmap``'s dimension; a coordinate map in 7): alpha with zeros and a skewed law (split
+    buckets searched), several chunks, the signed copy of the stored rows (``m = 3 D``) and
+    signs per product."""
     from ..features import Coordinate
 
     probe = np.random.default_rng(20261125)
@@ -237,8 +323,8 @@ def agrees(fmap, run) -> bool:
     law = (total, absa / total, np.sign(alpha))
     for m, chunk in ((90, 400), (7, 1 << 20), (min(3 * D, 300), 1 << 20)):
         want, got = np.random.default_rng(m), np.random.default_rng(m)
-        e0 = estimate_numpy(*law, X, X_eval, fmap, m, want, chunk)
-        e1 = run(*law, X, X_eval, fmap, m, got, chunk)
+        e0 = estimate_numpy(*law, X, X_eval, fmap, m, want, chunk, draws)
+        e1 = run(*law, X, X_eval, fmap, m, got, chunk, draws)
         if not np.array_equal(e0, e1) or want.random() != got.random():
             return False
     return True
@@ -254,15 +340,15 @@ def estimate(
     m: int,
     rng: np.random.Generator,
     chunk_pairs: int,
+    draws: str = INVERSE_CDF_V1,
 ) -> np.ndarray:
-    """:func:`estimate_numpy`'s numbers, compiled where the compiled code runs and agrees with
-    this numpy build (:func:`runner`: numba there and trusted for the map;
-    coordinate features drawing from numpy's PCG64 with ``2 <= D < 2**32``; ReLU, Fourier and
-    random-net maps from any ``np.random.Generator``), else numpy."""
+    """:func:`estimate_numpy`'s numbers of the stream ``draws`` (``inverse_cdf_v1`` or
+    ``inverse_cdf_v2``), compiled where the compiled code runs and agrees with this numpy build
+    (:func:`runner`), else numpy."""
     if total == 0.0 or len(X_eval) == 0:
         return np.zeros(len(X_eval))
     if type(rng) is np.random.Generator:
-        run = runner(fmap, X_train, X_eval, rng)
+        run = runner(fmap, X_train, X_eval, rng, draws)
         if run is not None:
-            return run(total, q, sgn, X_train, X_eval, fmap, int(m), rng, chunk_pairs)
-    return estimate_numpy(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs)
+            return run(total, q, sgn, X_train, X_eval, fmap, int(m), rng, chunk_pairs, draws)
+    return estimate_numpy(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs, draws)
