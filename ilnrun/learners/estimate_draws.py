@@ -103,10 +103,14 @@ def table_size(d: int, keys: int) -> int:
 def splitmix64(key: np.uint64, start: int, count: int) -> np.ndarray:
     """``z_j = mix(key + (j + 1) gamma)`` mod ``2^64`` for ``j = start .. start + count - 1``
     (uint64): the numbers of ``inverse_cdf_v2`` (the module's docstring)."""
-    z = np.arange(start + 1, start + count + 1, dtype=np.uint64) * GAMMA + np.uint64(key)
-    z = (z ^ (z >> np.uint64(30))) * MIX1
-    z = (z ^ (z >> np.uint64(27))) * MIX2
-    return z ^ (z >> np.uint64(31))
+    z = np.arange(start + 1, start + count + 1, dtype=np.uint64)
+    z *= GAMMA
+    z += np.uint64(key)
+    for shift, mult in ((30, MIX1), (27, MIX2)):
+        z ^= z >> np.uint64(shift)
+        z *= mult
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def upper_uniforms(z: np.ndarray) -> np.ndarray:
@@ -184,6 +188,8 @@ def estimate_numpy(
     m = int(m)
     hashed = draws == INVERSE_CDF_V2
     key = rng.integers(0, 2**64, dtype=np.uint64) if hashed else None
+    # (inverse_cdf_v2: w from the numbers' lower halves where the map takes them)
+    bits = hashed and fmap.sample_bits(np.zeros(0, np.uint64)) is not None
     rows_per_chunk = max(1, chunk_pairs // m)
     search = InverseCdf(q, min(n, rows_per_chunk) * m)
     flat = type(fmap) is Coordinate
@@ -200,19 +206,19 @@ def estimate_numpy(
     block = max(1, BLOCK_PAIRS // m)  # rows searched and multiplied at once
     for a in range(0, n, rows_per_chunk):
         b = min(n, a + rows_per_chunk)
-        if hashed:
-            z = splitmix64(key, a * m, (b - a) * m)
-            u = upper_uniforms(z)
-            W = fmap.sample_bits(z & LOW32)
-            if W is None:
-                W = fmap.sample(rng, (b - a) * m)
-        else:
+        if not hashed:
             u = rng.random((b - a) * m)
+        if not bits:
             W = fmap.sample(rng, (b - a) * m)
         for r0 in range(a, b, block):
             r1 = min(b, r0 + block)
             lo, hi = (r0 - a) * m, (r1 - a) * m
-            idx, w = search(u[lo:hi]), W[lo:hi]
+            if hashed:  # (the block's numbers: the same whatever the block)
+                z = splitmix64(key, r0 * m, (r1 - r0) * m)
+                idx = search(upper_uniforms(z))
+                w = fmap.sample_bits(z & LOW32) if bits else W[lo:hi]
+            else:
+                idx, w = search(u[lo:hi]), W[lo:hi]
             if flat:
                 prod = train.take(idx * D + w)
                 if signs is not None:
