@@ -108,6 +108,16 @@ def block_estimates(train, signed, sgn, X_eval, r0, r1, idx, W, total, m, prod, 
 
 
 @_jit
+def block_scratch(n, m):
+    """The rows of a block of :func:`coordinate_estimates` and
+    :func:`hashed_coordinate_estimates` (``max(1, BLOCK_PAIRS // m)``: its draws stay in cache)
+    and its scratch: the uniforms, coordinates and indices of its draws, one row's products."""
+    block = max(1, BLOCK_PAIRS // m)
+    size = min(block, n) * m
+    return block, np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64), np.empty(m)
+
+
+@_jit
 def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, chunk, st, out):
     """``estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``). ``train``: the stored
     rows flattened, each times its ``sgn`` when ``signed``; ``first``, ``U``: the table of
@@ -127,12 +137,7 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
     n, D = X_eval.shape
     ih, il = st[2], st[3]
     jt = pcg.jump_table(ih, il)
-    block = max(1, BLOCK_PAIRS // m)  # rows a block
-    size = min(block, n) * m
-    u = np.empty(size)
-    W = np.empty(size, np.int64)
-    idx = np.empty(size, np.int64)
-    prod = np.empty(m)
+    block, u, W, idx, prod = block_scratch(n, m)
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
         uh, ul = st[0], st[1]  # the doubles of the chunk, then its 32-bit numbers
@@ -171,12 +176,7 @@ def hashed_coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total
     indices (:func:`table_indices`) and its estimates (:func:`block_estimates`). The draws do
     not depend on the chunks: none are needed here."""
     n = X_eval.shape[0]
-    block = max(1, BLOCK_PAIRS // m)  # rows a block
-    size = min(block, n) * m
-    u = np.empty(size)
-    W = np.empty(size, np.int64)
-    idx = np.empty(size, np.int64)
-    prod = np.empty(m)
+    block, u, W, idx, prod = block_scratch(n, m)
     for r0 in range(0, n, block):
         r1 = min(n, r0 + block)
         N = np.int64((r1 - r0) * m)
