@@ -60,10 +60,12 @@ step 2, with the random numbers of a counter-based stream (SplitMix64, Steele, L
   fmap.sample(rng, r m)`` per chunk of ``r`` rows (the chunks of ``inverse_cdf_v1``), in order;
 - the products and ``E(x)`` as in step 4 of ``inverse_cdf_v1``.
 
-Its law is Algorithm 2's up to a resolution of ``2^-32``: every ``P(i = l)`` and ``P(w = v)`` is
-within ``2^-32`` of the exact one (``q_l``; ``1 / D``), since ``u`` and ``l`` are multiples of
-``2^-32`` and ``2^32``-valued; the two halves of ``z_j`` are independent for a generator that is
-(SplitMix64 passes BigCrush). Its draws are independent of each other and fast to make (no
+Its law is Algorithm 2's up to a resolution of ``2^-32``: ``u`` takes the ``2^32`` values
+``h 2^-32``, so every ``P(i = l)`` is a multiple of ``2^-32`` within a few ``2^-32`` of ``q_l``
+(the rounding of ``u c`` moves an edge between two indices by at most one value of ``h``; an
+``l`` with ``q_l = 0`` is never drawn), and every ``P(w = v)`` is within ``2^-32`` of ``1 / D``
+(each ``v`` takes ``floor`` or ``ceil`` of ``2^32 / D`` of the ``2^32`` values of ``l``); the
+two halves of ``z_j`` are independent for a generator that is (SplitMix64 passes BigCrush). Its draws are independent of each other and fast to make (no
 state carried from draw to draw: a pass the compiler vectorizes), so it costs about half of
 ``inverse_cdf_v1`` a draw with coordinate features (bench/estimate_draws.py).
 
