@@ -8,7 +8,9 @@ replay where the map has a closed-form kernel) is run by ``ilnrun run --jobs 1``
 processes: first on an empty numba cache (``NUMBA_CACHE_DIR`` a new directory), then on the cache
 that run filled. The first run's CPU seconds (user + system of the whole process, its start-up
 included) less the second's are what compiling costs a first run. ``--repeat`` pairs per family,
-alternated; min / median printed. ``--tree`` runs the ``ilnrun`` of another checkout (its root).
+alternated; min / median printed. ``--tree`` runs the ``ilnrun`` of another checkout (its root);
+``--estimate-draws NAME`` sets ``evaluation.estimate_draws`` (the Algorithm-2 stream, whose
+kernels are compiled in place of the default ``multinomial``'s).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ FAMILIES = {
 }
 
 
-def config(family: str) -> dict:
-    """A small config running every compiled pass of the family's map."""
+def config(family: str, draws: str | None = None) -> dict:
+    """A small config running every compiled pass of the family's map (its Algorithm-2
+    estimates with the stream ``draws``; ``None``: the default)."""
     kernel = family != "random_net"
     methods = {
         "shrinking_gradient": {"eta": 0.3, "average": [False, True]},
@@ -47,6 +50,8 @@ def config(family: str) -> dict:
     evaluation = {"m_test": 100, "n_test_estimated": 20, "curve_points": 5}
     if kernel:
         evaluation["regret_B"] = 1.0
+    if draws is not None:
+        evaluation["estimate_draws"] = draws
     return {
         "name": f"first_compile_{family}",
         "seed": 0,
@@ -81,6 +86,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose ilnrun runs")
     ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--estimate-draws", default=None, help="evaluation.estimate_draws")
     args = ap.parse_args()
     tree = args.tree.resolve()
     families = args.families.split(",")
@@ -90,7 +96,8 @@ def main() -> None:
         for i in range(args.repeat):
             for family in families:
                 cfg = tmp / f"{family}.yaml"
-                cfg.write_text(yaml.safe_dump(config(family), sort_keys=False))
+                spec = config(family, args.estimate_draws)
+                cfg.write_text(yaml.safe_dump(spec, sort_keys=False))
                 cache = tmp / f"cache-{family}-{i}"
                 cache.mkdir()
                 env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
@@ -106,7 +113,11 @@ def main() -> None:
                     f"compile {runs[0] - runs[1]:6.2f} CPU-s",
                     flush=True,
                 )
-    print(f"\nfirst compilation, CPU seconds (cold - warm), min / median of {args.repeat}; {tree}")
+    draws = f", estimate_draws {args.estimate_draws}" if args.estimate_draws else ""
+    print(
+        f"\nfirst compilation, CPU seconds (cold - warm), min / median of {args.repeat}; "
+        f"{tree}{draws}"
+    )
     for family, pairs in results.items():
         d = [c - w for c, w in pairs]
         cold = [c for c, _ in pairs]

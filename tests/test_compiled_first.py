@@ -159,3 +159,46 @@ def test_a_learner_compiles_only_its_own_passes(tmp_path):
     assert "fr_rounds" in seen["fixed_random"] and "ridge_rounds" not in seen["fixed_random"]
     assert "sg_rounds" in seen["shrinking_gradient"]
     assert "chunk_estimates_compiled" not in seen["shrinking_gradient"]
+
+
+STREAM_ONLY = """
+import json
+import numpy as np
+from numba.core import event
+from ilnrun.features import Coordinate, ReLU
+from ilnrun.learners import load_native
+from ilnrun.learners.base import KernelExpansion
+
+compiled = []
+
+class Record(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        f = getattr(ev.data.get("dispatcher"), "py_func", None)
+        compiled.append(f.__qualname__ if f is not None else "?")
+
+event.register("numba:compile", Record())
+load_native()
+rng = np.random.default_rng(0)
+X, alpha = rng.standard_normal((30, 6)), rng.standard_normal(20)
+seen = {}
+for name, fmap in (("coordinate", Coordinate(6)), ("relu", ReLU(6))):
+    before = len(compiled)
+    KernelExpansion(alpha).predict_estimated(X, X, fmap, 40, rng, draws="inverse_cdf_v2")
+    seen[name] = compiled[before:]
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba is not available")
+def test_an_opt_in_stream_compiles_only_its_own_estimates(tmp_path):
+    """``inverse_cdf_v2``'s estimates (checked against numpy by their own self-check) compile
+    no Shrinking Gradient pass and no multinomial estimates."""
+    seen = _last_json(STREAM_ONLY, tmp_path)
+    assert "hashed_coordinate_estimates" in seen["coordinate"]
+    assert "drawn_estimates" in seen["relu"]
+    for names in seen.values():
+        assert "sg_rounds" not in names and "chunk_estimates_compiled" not in names
+        assert "multinomial_rows" not in names

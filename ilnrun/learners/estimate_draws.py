@@ -65,9 +65,10 @@ Its law is Algorithm 2's up to a resolution of ``2^-32``: ``u`` takes the ``2^32
 (the rounding of ``u c`` moves an edge between two indices by at most one value of ``h``; an
 ``l`` with ``q_l = 0`` is never drawn), and every ``P(w = v)`` is within ``2^-32`` of ``1 / D``
 (each ``v`` takes ``floor`` or ``ceil`` of ``2^32 / D`` of the ``2^32`` values of ``l``); the
-two halves of ``z_j`` are independent for a generator that is (SplitMix64 passes BigCrush). Its draws are independent of each other and fast to make (no
-state carried from draw to draw: a pass the compiler vectorizes), so it costs about half of
-``inverse_cdf_v1`` a draw with coordinate features (bench/estimate_draws.py).
+two halves of ``z_j`` are independent for a generator that is (SplitMix64 passes BigCrush).
+Its draws are independent of each other and fast to make (no state carried from draw to draw:
+a pass the compiler vectorizes), so it costs about half of ``inverse_cdf_v1`` a draw with
+coordinate features (bench/estimate_draws.py).
 
 The index search of step 2 is ``searchsorted``'s exactly, found faster from a table
 (:class:`InverseCdf`); only the time depends on the table.

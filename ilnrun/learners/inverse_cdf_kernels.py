@@ -272,13 +272,18 @@ def runner(
     draws: str = INVERSE_CDF_V1,
 ):
     """:func:`coordinate` or :func:`generic` where the compiled estimates of the stream
-    ``draws`` run for ``fmap`` and ``rng`` (float inputs; numba there and the Shrinking
-    Gradient kernels trusted for the map, ``kernels.use_compiled`` /
-    ``kernels.estimates_compiled``; a coordinate map with ``D < 2**32``, and with
-    ``inverse_cdf_v1`` ``D >= 2`` and numpy's PCG64; and :func:`agrees`, once per process,
-    stream and map, with a one-line note when not), else ``None``: the numpy code runs."""
+    ``draws`` run for ``fmap`` and ``rng`` (float inputs; numba there; a map the kernels know
+    (``kernels.kind_of``): a coordinate map with ``D < 2**32``, and with ``inverse_cdf_v1``
+    ``D >= 2`` and numpy's PCG64; and :func:`agrees`, once per process, stream and map, with a
+    one-line note when not), else ``None``: the numpy code runs. :func:`agrees` runs this very
+    code against the numpy code, so nothing else is checked for it: a run compiles only the
+    kernels its stream uses (not the Shrinking Gradient pass's or the multinomial estimates',
+    whose own self-checks compile them)."""
     kind = kernels.kind_of(fmap)
     if kind is None or X_train.dtype != np.float64 or X_eval.dtype != np.float64:
+        return None
+    if not kernels.available():
+        kernels.note_no_numba()
         return None
     if kind == kernels.COORDINATE:
         if draws == INVERSE_CDF_V2:
@@ -286,13 +291,9 @@ def runner(
                 return None
         elif not (pcg.supported(rng) and 2 <= fmap.d <= pcg.MAX_BOUND):
             return None
-        if not kernels.use_compiled(fmap):
-            return None
         run = coordinate
-    elif kernels.estimates_compiled(fmap):
-        run = generic
     else:
-        return None
+        run = generic
     if (draws, kind) not in _AGREES:
         _AGREES[draws, kind] = agrees(fmap, run, draws)
         if not _AGREES[draws, kind]:
