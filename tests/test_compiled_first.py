@@ -184,21 +184,26 @@ load_native()
 rng = np.random.default_rng(0)
 X, alpha = rng.standard_normal((30, 6)), rng.standard_normal(20)
 seen = {}
-for name, fmap in (("coordinate", Coordinate(6)), ("relu", ReLU(6))):
+for name, fmap, draws in (
+    ("coordinate", Coordinate(6), "inverse_cdf_v2"),
+    ("relu", ReLU(6), "inverse_cdf_v2"),
+    ("multinomial", Coordinate(6), "multinomial"),
+):
     before = len(compiled)
-    KernelExpansion(alpha).predict_estimated(X, X, fmap, 40, rng, draws="inverse_cdf_v2")
+    KernelExpansion(alpha).predict_estimated(X, X, fmap, 40, rng, draws=draws)
     seen[name] = compiled[before:]
 print(json.dumps(seen))
 """
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba is not available")
-def test_an_opt_in_stream_compiles_only_its_own_estimates(tmp_path):
-    """``inverse_cdf_v2``'s estimates (checked against numpy by their own self-check) compile
-    no Shrinking Gradient pass and no multinomial estimates."""
+def test_estimates_compile_only_their_own_kernels(tmp_path):
+    """Algorithm-2 estimates are checked against numpy by their own self-check and compile no
+    Shrinking Gradient pass; ``inverse_cdf_v2``'s no multinomial estimates either."""
     seen = _last_json(STREAM_ONLY, tmp_path)
     assert "hashed_coordinate_estimates" in seen["coordinate"]
     assert "drawn_estimates" in seen["relu"]
-    for names in seen.values():
+    assert "coordinate_estimates" in seen["multinomial"]
+    for name, names in seen.items():
         assert "sg_rounds" not in names and "chunk_estimates_compiled" not in names
-        assert "multinomial_rows" not in names
+        assert name == "multinomial" or "multinomial_rows" not in names

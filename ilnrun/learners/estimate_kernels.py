@@ -331,16 +331,18 @@ _AGREES: list[bool] = []
 
 
 def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, reference) -> bool:
-    """Whether :func:`coordinate_estimates` runs: a coordinate map, float inputs, numba there
-    and the Shrinking Gradient kernels trusted (``kernels.use_compiled``), and the compiled
-    multinomial and estimates agreeing with this numpy build (:func:`agrees` against
-    ``reference``, the numpy estimates ``reference(alpha, X_train, X_eval, fmap, m, rng,
-    chunk_pairs)``; once per process, a one-line note when they do not)."""
+    """Whether :func:`coordinate_estimates` runs: a coordinate map, float inputs, numba there,
+    and the compiled multinomial and estimates agreeing with this numpy build (:func:`agrees`
+    against ``reference``, the numpy estimates ``reference(alpha, X_train, X_eval, fmap, m,
+    rng, chunk_pairs)``; once per process, a one-line note when they do not). That check runs
+    this very code, so nothing else is checked for it: a run without a Shrinking Gradient pass
+    compiles none."""
     if kernels.kind_of(fmap) != kernels.COORDINATE:
         return False
     if X_train.dtype != np.float64 or X_eval.dtype != np.float64:
         return False
-    if not kernels.use_compiled(fmap):
+    if not kernels.available():
+        kernels.note_no_numba()
         return False
     if not _AGREES:
         _AGREES.append(agrees(reference))
