@@ -175,10 +175,10 @@ def estimate_numpy(
     m: int,
     rng: np.random.Generator,
     chunk_pairs: int,
-    draws: str = INVERSE_CDF_V1,
+    draws: str,
 ) -> np.ndarray:
-    """The ``inverse_cdf_v1`` (or ``draws``: ``inverse_cdf_v2``) estimates of every row of
-    ``X_eval`` in numpy (the reference of the contracts above), given Algorithm 2's law
+    """The estimates of the stream ``draws`` (``inverse_cdf_v1`` or ``inverse_cdf_v2``) of
+    every row of ``X_eval`` in numpy (the reference of the contracts above), given Algorithm 2's law
     ``total = |alpha|_1``, ``q``, ``sgn`` (``KernelExpansion._sampling``; ``total = 0``: all
     zeros, nothing drawn) and the chunk size ``chunk_pairs`` (already divided by the map's
     depth). Coordinate features gather both values from flat arrays (the same numbers as

@@ -33,7 +33,6 @@ from . import shrinking_gradient_kernels as kernels
 from .estimate_draws import (
     BLOCK_PAIRS,
     GAMMA,
-    INVERSE_CDF_V1,
     INVERSE_CDF_V2,
     LOW32,
     MIX1,
@@ -269,7 +268,7 @@ def runner(
     X_train: np.ndarray,
     X_eval: np.ndarray,
     rng: np.random.Generator,
-    draws: str = INVERSE_CDF_V1,
+    draws: str,
 ):
     """:func:`coordinate` or :func:`generic` where the compiled estimates of the stream
     ``draws`` run for ``fmap`` and ``rng`` (float inputs; numba there; a map the kernels know
@@ -304,7 +303,7 @@ def runner(
     return run if _AGREES[draws, kind] else None
 
 
-def agrees(fmap, run, draws: str = INVERSE_CDF_V1) -> bool:
+def agrees(fmap, run, draws: str) -> bool:
     """``run`` (:func:`coordinate` or :func:`generic`) gives :func:`estimate_numpy`'s
     estimates of the stream ``draws`` and leaves the generator where it does, on a probe (in
     ``fmap``'s dimension; a coordinate map in 7): alpha with zeros and a skewed law (split
@@ -341,7 +340,7 @@ def estimate(
     m: int,
     rng: np.random.Generator,
     chunk_pairs: int,
-    draws: str = INVERSE_CDF_V1,
+    draws: str,
 ) -> np.ndarray:
     """:func:`estimate_numpy`'s numbers of the stream ``draws`` (``inverse_cdf_v1`` or
     ``inverse_cdf_v2``), compiled where the compiled code runs and agrees with this numpy build
