@@ -117,13 +117,11 @@ def test_a_relu_run_compiles_each_kernel_once(tmp_path):
 
 
 # One learner at a time: each learner's self-check compiles only what that learner runs.
-ONE_BY_ONE = """
+# the qualified names of the functions numba compiles from here on, in ``compiled``
+RECORD_COMPILES = """
 import json
 import numpy as np
 from numba.core import event
-from ilnrun.features import ReLU
-from ilnrun.learners import LEARNERS, load_native
-from ilnrun.numeric_env import one_thread
 
 compiled = []
 
@@ -136,6 +134,15 @@ class Record(event.Listener):
         compiled.append(f.__qualname__ if f is not None else "?")
 
 event.register("numba:compile", Record())
+"""
+
+ONE_BY_ONE = (
+    RECORD_COMPILES
+    + """
+from ilnrun.features import ReLU
+from ilnrun.learners import LEARNERS, load_native
+from ilnrun.numeric_env import one_thread
+
 load_native()
 X = np.clip(np.random.default_rng(0).standard_normal((40, 6)) / 2, -1, 1)
 y = np.tanh(X[:, :2].sum(1))
@@ -148,6 +155,7 @@ with one_thread():
         seen[name] = compiled[before:]
 print(json.dumps(seen))
 """
+)
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba is not available")
@@ -161,25 +169,13 @@ def test_a_learner_compiles_only_its_own_passes(tmp_path):
     assert "chunk_estimates_compiled" not in seen["shrinking_gradient"]
 
 
-STREAM_ONLY = """
-import json
-import numpy as np
-from numba.core import event
+STREAM_ONLY = (
+    RECORD_COMPILES
+    + """
 from ilnrun.features import Coordinate, ReLU
 from ilnrun.learners import load_native
 from ilnrun.learners.base import KernelExpansion
 
-compiled = []
-
-class Record(event.Listener):
-    def on_start(self, ev):
-        pass
-
-    def on_end(self, ev):
-        f = getattr(ev.data.get("dispatcher"), "py_func", None)
-        compiled.append(f.__qualname__ if f is not None else "?")
-
-event.register("numba:compile", Record())
 load_native()
 rng = np.random.default_rng(0)
 X, alpha = rng.standard_normal((30, 6)), rng.standard_normal(20)
@@ -194,6 +190,7 @@ for name, fmap, draws in (
     seen[name] = compiled[before:]
 print(json.dumps(seen))
 """
+)
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba is not available")

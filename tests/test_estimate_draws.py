@@ -237,14 +237,18 @@ def random_law(rng: np.random.Generator, d: int, skew: float, zeros: float, trai
     return q / q.sum()
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(
+# the laws and table sizes of the index-step properties (random_law's arguments, the keys)
+LAWS = dict(
     d=st.integers(1, 400),
     keys=st.integers(1, 10**6),
     skew=st.floats(0.0, 30.0),
     zeros=st.floats(0.0, 0.9),
     seed=st.integers(0, 2**32 - 1),
 )
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(**LAWS)
 def test_the_index_table_is_searchsorted(d, keys, skew, zeros, seed):
     """Step 2 by the table equals ``min(searchsorted(cdf, u c, side='right'), d - 1)`` on random
     uniforms and at every edge, whatever the law (skewed, with zeros, one stored example); a
@@ -264,14 +268,7 @@ def test_the_index_table_is_searchsorted(d, keys, skew, zeros, seed):
 
 @needs_numba
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(
-    d=st.integers(1, 400),
-    keys=st.integers(1, 10**6),
-    skew=st.floats(0.0, 30.0),
-    zeros=st.floats(0.0, 0.9),
-    trailing=st.integers(0, 3),
-    seed=st.integers(0, 2**32 - 1),
-)
+@given(**LAWS, trailing=st.integers(0, 3))
 def test_the_compiled_index_step_is_searchsorted(d, keys, skew, zeros, trailing, seed):
     """The compiled step 2 (``table_indices``: one comparison without a branch where a bucket
     has at most one prefix sum, the table clamped to ``d - 1``) equals ``min(searchsorted(cdf,
