@@ -27,6 +27,11 @@ Native thread pools (BLAS) run one thread, as in every cell.
    with a warm cache, with an empty one (``NUMBA_CACHE_DIR`` a fresh directory), with numba hidden,
    and the code of ``--against`` (a git revision, default the previous commit) warm and empty;
    ``runs.csv`` compared across all of them.
+6. Start-up: wall seconds of ``ilnrun --version``, ``ilnrun list`` and ``ilnrun validate
+   configs/figure1_paper_grid.yaml`` (fresh processes, median of 7); and the first compilation
+   of each feature-map family (``bench/first_compile.py``: CPU seconds of a run on an empty
+   numba cache less those of the same run on the cache it filled; median of 2, one family with
+   ``--quick``).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import first_compile  # noqa: E402
 import sg_windows as win  # noqa: E402
 
 from ilnrun.features import Coordinate, ReLU  # noqa: E402
@@ -346,6 +352,43 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
         }
 
 
+STARTUP = (
+    ("ilnrun --version", ["--version"]),
+    ("ilnrun list", ["list"]),
+    (
+        "ilnrun validate configs/figure1_paper_grid.yaml",
+        ["validate", "configs/figure1_paper_grid.yaml"],
+    ),
+)
+
+
+def bench_startup(repeat: int) -> dict[str, list[float]]:
+    """Wall seconds of each :data:`STARTUP` command, ``repeat`` fresh processes each (the
+    commands alternated): the ``ilnrun`` script installed beside this Python, else
+    ``python -m ilnrun.cli``."""
+    script = Path(sys.executable).with_name("ilnrun")
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "ilnrun.cli"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out: dict[str, list[float]] = {label: [] for label, _ in STARTUP}
+    for _ in range(repeat):
+        for label, args in STARTUP:
+            t = time.perf_counter()
+            subprocess.run([*head, *args], cwd=ROOT, env=env, check=True, capture_output=True)
+            out[label].append(time.perf_counter() - t)
+    return out
+
+
+def bench_first_compile(quick: bool) -> dict[str, list[float]]:
+    """Per feature-map family, the first compilation's CPU seconds (cold less warm run of
+    ``bench/first_compile.py``'s config, which runs every compiled pass of the family): two
+    pairs each, one family (ReLU) once with ``quick``."""
+    families, repeat = (["relu"], 1) if quick else (list(first_compile.FAMILIES), 2)
+    pairs = first_compile.measure(
+        ROOT, families, repeat, log=lambda line: print("  " + line, flush=True)
+    )
+    return {f: [cold - warm for cold, warm in p] for f, p in pairs.items()}
+
+
 def section(R: dict) -> list[str]:
     """The report's section on the compiled kernels."""
     sgr, est, thr = R["sg"], R["estimates"], R["threads"]
@@ -435,6 +478,21 @@ def section(R: dict) -> list[str]:
                 f"{c.min():.1f} / {np.median(c):.1f} / {c.max():.1f} | "
                 f"{IDENTICAL[f1['identical'][k]]} |"
             )
+    if R.get("startup") and R.get("first_compile"):
+        L += [
+            "",
+            "**Start-up and first compilation.** Wall seconds of a fresh process, median of "
+            f"{len(next(iter(R['startup'].values())))}: "
+            + "; ".join(f"`{k}` {np.median(v):.2f} s" for k, v in R["startup"].items())
+            + ". The first compilation of each feature-map family: CPU seconds of "
+            "`bench/first_compile.py`'s run (every compiled pass of the family: Shrinking "
+            "Gradient final and averaged with its Algorithm-2 estimates, Doubly SGD, Fixed-Random "
+            "by SGD and by ridge, the regret's replay where the map has a kernel) on an empty "
+            "numba cache, less those of the same run on the cache it filled; median of "
+            f"{len(next(iter(R['first_compile'].values())))}: "
+            + "; ".join(f"{k} {np.median(v):.1f} CPU-s" for k, v in R["first_compile"].items())
+            + ". `python bench/compile_profile.py FAMILY` says where the seconds go.",
+        ]
     L += targets(R)
     L += [END]
     return L
@@ -443,8 +501,9 @@ def section(R: dict) -> list[str]:
 def targets(R: dict) -> list[str]:
     """Issue #28's targets that this run measures, each with its measured value and verdict:
     figure1 (the 9 600-cell paper grid the issue timed) <= 10 s wall and <= 20 CPU-s with
-    ``--jobs 2`` (warm cache, median), and two threads >= x1.6 on the big cell (median of each
-    window's wall-time ratios)."""
+    ``--jobs 2`` (warm cache, median); ``ilnrun --version``, ``list`` and ``validate`` <= 0.3 s
+    wall and the first compilation <= 5 CPU-s per map family (medians); two threads >= x1.6 on
+    the big cell (median of each window's wall-time ratios)."""
     rows = []
     f1 = R.get("figure1")
     for warm, what in (
@@ -461,6 +520,15 @@ def targets(R: dict) -> list[str]:
         rows.append(
             f"| the same: ≤ 20 CPU-s of the process tree | {c:.1f} CPU-s | "
             f"{'met' if c <= 20 else 'not met'} |"
+        )
+    for label, walls in R.get("startup", {}).items():
+        w = float(np.median(walls))
+        rows.append(f"| `{label}` ≤ 0.3 s wall | {w:.2f} s | {'met' if w <= 0.3 else 'not met'} |")
+    for family, secs in R.get("first_compile", {}).items():
+        c = float(np.median(secs))
+        rows.append(
+            f"| first compilation, {family} features (every compiled pass): ≤ 5 CPU-s | "
+            f"{c:.1f} CPU-s | {'met' if c <= 5 else 'not met'} |"
         )
     for r in R.get("threads", []):
         x = float(np.median(r["speedup"]))
@@ -528,6 +596,9 @@ def main() -> None:
             args.repeat, 20 if q else 200, 100 if q else 1000, relu=True
         )
         R["threads"] = bench_threads(*((2_000, 8_000, 200) if q else (100_000, 50_000, 1_000)), 3)
+    print("6. start-up and first compilation", flush=True)
+    R["startup"] = bench_startup(3 if q else 7)
+    R["first_compile"] = bench_first_compile(q)
     if args.figure1:
         R["figure1"] = bench_figure1(args.jobs, args.against or None, args.repeat)
     R["load"] = f"{load} / {os.getloadavg()[0]:.1f}"

@@ -81,23 +81,19 @@ def cpu_of(cmd: list[str], env: dict, cwd: Path) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose ilnrun runs")
-    ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--estimate-draws", default=None, help="evaluation.estimate_draws")
-    args = ap.parse_args()
-    tree = args.tree.resolve()
-    families = args.families.split(",")
+def measure(
+    tree: Path, families: list[str], repeat: int, draws: str | None = None, log=print
+) -> dict[str, list[tuple[float, float]]]:
+    """Per family, ``repeat`` pairs ``(cold, warm)``: CPU seconds of ``ilnrun run --jobs 1`` of
+    :func:`config` by the checkout ``tree``, on an empty numba cache and then on the cache that
+    run filled (fresh processes; families alternated). ``log`` gets a line per pair."""
     results: dict[str, list[tuple[float, float]]] = {f: [] for f in families}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for i in range(args.repeat):
+        for i in range(repeat):
             for family in families:
                 cfg = tmp / f"{family}.yaml"
-                spec = config(family, args.estimate_draws)
-                cfg.write_text(yaml.safe_dump(spec, sort_keys=False))
+                cfg.write_text(yaml.safe_dump(config(family, draws), sort_keys=False))
                 cache = tmp / f"cache-{family}-{i}"
                 cache.mkdir()
                 env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
@@ -108,11 +104,28 @@ def main() -> None:
                     cmd = [sys.executable, "-m", "ilnrun.cli", "run", str(cfg), "--out", str(out)]
                     runs.append(cpu_of([*cmd, "--jobs", "1", "--quiet"], env, tree))
                 results[family].append((runs[0], runs[1]))
-                print(
+                log(
                     f"{family:11s} run {i + 1}: cold {runs[0]:6.2f}  warm {runs[1]:6.2f}  "
-                    f"compile {runs[0] - runs[1]:6.2f} CPU-s",
-                    flush=True,
+                    f"compile {runs[0] - runs[1]:6.2f} CPU-s"
                 )
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose ilnrun runs")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--estimate-draws", default=None, help="evaluation.estimate_draws")
+    args = ap.parse_args()
+    tree = args.tree.resolve()
+    results = measure(
+        tree,
+        args.families.split(","),
+        args.repeat,
+        args.estimate_draws,
+        log=lambda line: print(line, flush=True),
+    )
     draws = f", estimate_draws {args.estimate_draws}" if args.estimate_draws else ""
     print(
         f"\nfirst compilation, CPU seconds (cold - warm), min / median of {args.repeat}; "
