@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from ilnrun.features import Coordinate, ReLU
 from ilnrun.learners import base
 from ilnrun.learners import estimate_kernels as ek
+from ilnrun.learners import pcg64_kernels as pcg
 from ilnrun.learners import shrinking_gradient_kernels as kernels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -116,13 +117,14 @@ def test_multinomial_matches_numpy_property(kind, d, n, rows, seed):
 def test_binomials_match_numpy():
     """Each binomial alone against ``Generator.binomial`` (numpy's same routine): BTPE over
     ``n p > 30`` (near-mode ratios and the squeeze with Stirling's bound), and inversion at
-    ``n p <= 30``, sharing one generator stream."""
+    ``n p <= 30``, sharing one generator stream (its PCG64 state, put back at the end)."""
     meta = np.random.default_rng(7)
     want, got = np.random.default_rng(99), np.random.default_rng(99)
+    st = pcg.state_of(got)
     for _ in range(3000):
         n = int(meta.choice([62, 300, 5000, 10**6, 10**9]))
         p = float(meta.uniform(31.0 / n, 0.5))
-        assert ek.binomial_btpe(got, n, p) == want.binomial(n, p)
+        assert ek.binomial_btpe(st, n, p) == want.binomial(n, p)
     chain = np.empty(ek.CHAIN)
     for _ in range(3000):
         n = int(meta.integers(1, 2000))
@@ -134,8 +136,9 @@ def test_binomials_match_numpy():
         npq = n * p
         b = npq + 10.0 * np.sqrt(npq * q + 1)
         bound = n if n < b else int(b)
-        x, _ = ek.binomial_inversion(got, n, p, q, bound, chain, 1)
+        x, _ = ek.binomial_inversion(st, n, p, q, bound, chain, 1)
         assert x == want.binomial(n, p)
+    pcg.put_state(got, st)
     assert want.bit_generator.state == got.bit_generator.state
 
 
@@ -181,10 +184,14 @@ def test_compiled_estimates_match_numpy_and_golden(case):
 
 @needs_numba
 def test_predict_estimated_chooses_the_compiled_coordinate_path(monkeypatch):
-    X = np.random.default_rng(0).standard_normal((6, 4))
-    assert ek.use_compiled(Coordinate(4), X, X, base._numpy_estimate)
-    assert not ek.use_compiled(ReLU(4), X, X, base._numpy_estimate)
-    assert not ek.use_compiled(Coordinate(4), X.astype(np.float32), X, base._numpy_estimate)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 4))
+    assert ek.use_compiled(Coordinate(4), X, X, rng, base._numpy_estimate)
+    assert not ek.use_compiled(ReLU(4), X, X, rng, base._numpy_estimate)
+    assert not ek.use_compiled(Coordinate(4), X.astype(np.float32), X, rng, base._numpy_estimate)
+    # another bit generator than PCG64: the numpy code (its stream is not written out)
+    other = np.random.Generator(np.random.MT19937(0))
+    assert not ek.use_compiled(Coordinate(4), X, X, other, base._numpy_estimate)
     called = []
     monkeypatch.setattr(ek, "estimate", lambda *a: called.append(1) or np.zeros(len(a[1])))
     base.KernelExpansion(np.ones(6)).predict_estimated(
@@ -203,10 +210,11 @@ def test_disagreeing_build_runs_numpy(monkeypatch, capsys):
     monkeypatch.setattr(ek, "_AGREES", [])
     monkeypatch.setattr(kernels, "_NOTED", set())
     monkeypatch.setattr(ek, "agrees", lambda reference: False)
-    X = np.random.default_rng(0).standard_normal((6, 4))
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 4))
     if kernels.available():
-        assert not ek.use_compiled(Coordinate(4), X, X, base._numpy_estimate)
-        assert not ek.use_compiled(Coordinate(4), X, X, base._numpy_estimate)
+        assert not ek.use_compiled(Coordinate(4), X, X, rng, base._numpy_estimate)
+        assert not ek.use_compiled(Coordinate(4), X, X, rng, base._numpy_estimate)
         assert capsys.readouterr().err.count("numpy code runs instead") == 1
     case = cases.CASES[2]
     gv.assert_matches({"estimates": cases.run(case, "predict_estimated")}, GOLDEN[case[0]])

@@ -91,3 +91,28 @@ def test_jump_ahead_is_numpys_advance():
         mine = np.random.default_rng(0)
         pcg.put_state(mine, st)
         assert mine.bit_generator.state["state"] == rng.bit_generator.state["state"], n
+
+
+@needs_numba
+@pytest.mark.parametrize("kept", [False, True])
+def test_in_place_draws_are_numpys_calls(kept):
+    """``next_double`` and ``integers`` on a state array, called in any order (single
+    ``random()`` calls between blocks of ``integers(0, d, n)``, ``d = 1`` included, which numpy
+    draws nothing for): numpy's numbers from the same calls, and numpy's state after them."""
+    rs = np.random.default_rng(11 + kept)
+    for trial in range(40):
+        rng = _generator(int(rs.integers(1 << 30)), kept)
+        st = pcg.state_of(rng)
+        jt = pcg.jump_table(st[2], st[3])
+        for _ in range(int(rs.integers(1, 6))):
+            for _ in range(int(rs.integers(0, 4))):
+                assert pcg.next_double(st) == rng.random()
+            d = int(rs.choice((1, *BOUNDS)))
+            n, lo = int(rs.choice(LENGTHS)), int(rs.integers(0, 3))
+            w = np.full(lo + n, -1, np.int64)
+            pcg.integers(st, jt, d, w, lo, lo + n)
+            np.testing.assert_array_equal(w[lo:], rng.integers(0, d, n), strict=True)
+            assert (w[:lo] == -1).all()
+        mine = np.random.default_rng(0)
+        pcg.put_state(mine, st)
+        assert mine.bit_generator.state == rng.bit_generator.state, trial

@@ -236,7 +236,7 @@ class KernelExpansion:
                 *law, X_train, X_eval, fmap, m, rng, chunk_pairs, draws
             )
         if type(rng) is np.random.Generator:
-            if estimate_kernels.use_compiled(fmap, X_train, X_eval, _numpy_estimate):
+            if estimate_kernels.use_compiled(fmap, X_train, X_eval, rng, _numpy_estimate):
                 run = self.estimate_coordinate
             elif kernels.estimates_compiled(fmap):
                 run = self.estimate_compiled
@@ -287,7 +287,8 @@ class KernelExpansion:
     ) -> np.ndarray:
         """:meth:`estimate_numpy` for a coordinate map, compiled whole
         (``estimate_kernels.coordinate_estimates``: numpy's multinomial draws written out, the
-        ``w`` draws, the products and the pairwise mean)."""
+        ``w`` draws, the products and the pairwise mean), drawn from ``rng``'s PCG64 state
+        (``default_rng``'s bit generator; another: ``ValueError``)."""
         from . import estimate_kernels
 
         total, q, sgn = self._sampling()

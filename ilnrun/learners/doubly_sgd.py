@@ -202,15 +202,24 @@ def fit_compiled(
     state = np.array([1.0, 2.0])  # s, the exponent of the loss
     counts = np.zeros(3, dtype=np.int64)  # train_evals, features_sampled, diverged
     sigma = float(getattr(fmap, "sigma", 1.0))
+    # coordinate draws from the generator's PCG64 state (None: the generator's own calls)
+    stream = kernels.sgk.own_stream(rng, kind, X.shape[1])
+    jt = None if stream is None else kernels.pcg.jump_table(stream[2], stream[3])
+
+    def rounds(t: int, t1: int) -> int:
+        t = kernels.dsgd_rounds(
+            t, t1, X, yv, etas, sigma, hp.k, float(hp.nu), RESCALE_BELOW,
+            rng if stream is None else None, stream, jt, W, b, c, appended, psi, losses, state,
+            counts,
+        )  # fmt: skip
+        if stream is not None:
+            kernels.pcg.put_state(rng, stream)
+        return t
+
     # round t costs about k (t + 1) evaluations
     t, timed_out = compiled_rounds(
-        T, hp.deadline, lambda t: hp.k * (t + 1),
-        lambda t, t1: kernels.dsgd_rounds(
-            t, t1, X, yv, etas, sigma, hp.k, float(hp.nu), RESCALE_BELOW, rng,
-            W, b, c, appended, psi, losses, state, counts,
-        ),
-        lambda: bool(counts[2]),
-    )  # fmt: skip
+        T, hp.deadline, lambda t: hp.k * (t + 1), rounds, lambda: bool(counts[2])
+    )
     diverged = bool(counts[2])
     counters = new_counters()
     counters.update(train_evals=int(counts[0]), features_sampled=int(counts[1]))

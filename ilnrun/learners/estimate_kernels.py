@@ -5,9 +5,12 @@ counts ``Multinomial(m, q)`` of the stored examples by ``rng.multinomial(m, q, s
 every ``w`` of the chunk by ``rng.integers(0, D, rows * m)``, and averages the products
 ``sgn(alpha_i) x_i[w] x[w]``. :func:`coordinate_estimates` does the same in one compiled call:
 
-- the counts by :func:`multinomial`, numpy's ``Generator.multinomial`` written out (below), which
-  draws the very same numbers from the generator;
-- the ``w`` by numba's ``Generator.integers``, which reproduces numpy's stream;
+- the counts by :func:`multinomial_rows`, numpy's ``Generator.multinomial`` written out
+  (below), which draws the very same numbers from the generator;
+- the ``w`` by ``pcg64_kernels.integers``, numpy's ``Generator.integers`` written out;
+- both from the generator's PCG64 state, read before the call and put back after it
+  (``pcg64_kernels.state_of``, ``put_state``): the generator goes on as if numpy had drawn
+  them (a generator of another bit generator runs the numpy code);
 - every product as numpy forms it, ``(x_i[w] sgn(alpha_i)) x[w]``, in ascending ``i``, and the
   mean over the ``m`` products of a row as numpy's ``mean``: its pairwise sum
   (``shrinking_gradient_kernels.pairwise_sum``) divided by ``m``, times ``|alpha|_1``.
@@ -39,6 +42,7 @@ from functools import partial
 import numpy as np
 
 from ..stopping import deferred
+from . import pcg64_kernels as pcg
 from . import shrinking_gradient_kernels as kernels
 from .shrinking_gradient_kernels import _jit, pairwise_sum
 
@@ -53,7 +57,7 @@ CHAIN = 16  # probabilities px_x kept per set-up
 
 
 @_njit(internal=True)
-def binomial_btpe(rng, n, p):
+def binomial_btpe(st, n, p):
     """``Binomial(n, p)`` for ``p <= 0.5``, ``n p > 30`` by BTPE, as numpy's
     ``random_binomial_btpe``: the triangle, parallelogram and two exponential tails, accepted by
     the explicit ratio when ``y`` is near the mode and by the squeeze and Stirling's bound
@@ -76,9 +80,8 @@ def binomial_btpe(rng, n, p):
     p4 = p3 + c / lamr
     while True:
         nrq = n * r * q
-        # (every argument given: see shrinking_gradient_kernels.draw_indices)
-        u = rng.random(None, np.float64) * p4
-        v = rng.random(None, np.float64)
+        u = pcg.next_double(st) * p4
+        v = pcg.next_double(st)
         if u <= p1:  # the triangle: accepted at once
             y = np.int64(math.floor(xm - p1 * v + u))
             break
@@ -152,7 +155,7 @@ def binomial_btpe(rng, n, p):
 
 
 @_njit(internal=True)
-def binomial_inversion(rng, n, p, q, bound, chain, filled):
+def binomial_inversion(st, n, p, q, bound, chain, filled):
     """``Binomial(n, p)`` by inversion, as numpy's ``random_binomial_inversion``: ``U`` uniform,
     ``px_0 = P(X = 0) = q^n`` and ``px_x = ((n - x + 1) p px_{x-1}) / (x q)`` subtracted from
     ``U`` until ``U <= px_x``; past ``bound`` a new ``U``. ``chain[:filled]`` holds the
@@ -161,13 +164,13 @@ def binomial_inversion(rng, n, p, q, bound, chain, filled):
     L = len(chain)
     x = 0
     px = chain[0]
-    u = rng.random(None, np.float64)  # (rng.random(): see binomial_btpe)
+    u = pcg.next_double(st)
     while u > px:
         x += 1
         if x > bound:
             x = 0
             px = chain[0]
-            u = rng.random(None, np.float64)
+            u = pcg.next_double(st)
         else:
             u -= px
             if x < filled:
@@ -215,8 +218,9 @@ def new_setups(d):
 
 
 @_njit
-def multinomial_rows(rng, n, p, r, logq, keys, bounds, filled, chains, out):
-    """``rng.multinomial(n, pvals, size=len(out))`` into ``out`` (zeroed here), given
+def multinomial_rows(st, n, p, r, logq, keys, bounds, filled, chains, out):
+    """``rng.multinomial(n, pvals, size=len(out))`` into ``out`` (zeroed here) from ``rng``'s
+    PCG64 state ``st`` (``pcg64_kernels.state_of``; advanced here), given
     :func:`category_laws` of ``pvals``; ``keys, bounds, filled, chains`` (:func:`new_setups`)
     keep the inversion set-ups already computed: for ``(j, dn)``, ``q = 1 - r_j``,
     ``px_0 = exp(dn log q)`` and ``bound = min(dn, dn r_j + 10 sqrt(dn r_j q + 1))``."""
@@ -242,10 +246,10 @@ def multinomial_rows(rng, n, p, r, logq, keys, bounds, filled, chains, out):
                         bounds[j, slot] = dn if dn < b else np.int64(b)
                         filled[j, slot] = 1
                     x, filled[j, slot] = binomial_inversion(
-                        rng, dn, rj, 1.0 - rj, bounds[j, slot], chain, filled[j, slot]
+                        st, dn, rj, 1.0 - rj, bounds[j, slot], chain, filled[j, slot]
                     )
                 else:
-                    x = binomial_btpe(rng, dn, rj)
+                    x = binomial_btpe(st, dn, rj)
                 if pj > 0.5:
                     x = dn - x
             out[row, j] = x
@@ -265,7 +269,10 @@ def multinomial(rng, n, pvals, rows):
     p, r, logq = category_laws(pvals)
     keys, bounds, filled, chains = new_setups(len(pvals))
     out = np.empty((rows, len(pvals)), np.int64)
-    multinomial_rows(rng, int(n), p, r, logq, keys, bounds, filled, chains, out)
+    st = pcg.state_of(rng)
+    with deferred():  # (the generator put back with the numbers drawn)
+        multinomial_rows(st, int(n), p, r, logq, keys, bounds, filled, chains, out)
+        pcg.put_state(rng, st)
     return out
 
 
@@ -274,7 +281,7 @@ def multinomial(rng, n, pvals, rows):
 
 
 @_njit
-def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng, out):
+def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, st, jt, out):
     """``KernelExpansion.estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``): for
     every chunk of ``rows_per_chunk`` eval rows, the counts ``Multinomial(m, q)`` of every row,
     then every ``w`` of the chunk, then per row
@@ -298,12 +305,13 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
     prod = np.empty(m)
     key = np.empty(m, np.int64)
     sk = np.empty(m)
+    W = np.empty(len(counts) * m, np.int64)
     for a in range(0, n_eval, rows_per_chunk):
         b = a + rows_per_chunk
         b = n_eval if n_eval < b else b
         cnt = counts[: b - a]
-        multinomial_rows(rng, m, p, r, logq, keys, bounds, filled, chains, cnt)
-        W = kernels.draw_indices(rng, D, (b - a) * m)
+        multinomial_rows(st, m, p, r, logq, keys, bounds, filled, chains, cnt)
+        pcg.integers(st, jt, D, W, kernels.ZERO, (b - a) * m)
         for row in range(b - a):
             k = 0
             for i in range(d):  # the m draws of i in ascending order: row offsets (and signs)
@@ -330,9 +338,10 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, rng,
 _AGREES: list[bool] = []
 
 
-def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, reference) -> bool:
-    """Whether :func:`coordinate_estimates` runs: a coordinate map, float inputs, numba there,
-    and the compiled multinomial and estimates agreeing with this numpy build (:func:`agrees`
+def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, rng, reference) -> bool:
+    """Whether :func:`coordinate_estimates` runs: a coordinate map, float inputs, ``rng`` a
+    PCG64 generator (``default_rng``'s), numba there, and the compiled multinomial and
+    estimates agreeing with this numpy build (:func:`agrees`
     against ``reference``, the numpy estimates ``reference(alpha, X_train, X_eval, fmap, m,
     rng, chunk_pairs)``; once per process, a one-line note when they do not). That check runs
     this very code, so nothing else is checked for it: a run without a Shrinking Gradient pass
@@ -340,6 +349,8 @@ def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, reference) -> bo
     if kernels.kind_of(fmap) != kernels.COORDINATE:
         return False
     if X_train.dtype != np.float64 or X_eval.dtype != np.float64:
+        return False
+    if not (pcg.supported(rng) and X_train.shape[1] <= pcg.MAX_BOUND):
         return False
     if not kernels.available():
         kernels.note_no_numba()
@@ -356,7 +367,14 @@ def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, reference) -> bo
 
 def estimate(X_train, X_eval, q, sgn, total, m, rng, chunk_pairs) -> np.ndarray:
     """The estimates of :func:`coordinate_estimates` for every row of ``X_eval`` (inputs made
-    C-contiguous: the same values)."""
+    C-contiguous: the same values), drawn from ``rng``'s PCG64 state, which is put back after
+    the numbers drawn (a generator of another bit generator: ``ValueError``; ``use_compiled``
+    says so first)."""
+    if not pcg.supported(rng):
+        raise ValueError(
+            f"the compiled coordinate estimates draw from numpy's PCG64, not "
+            f"{type(rng.bit_generator).__name__}: use estimate_numpy"
+        )
     out = np.zeros(len(X_eval))
     args = (
         np.ascontiguousarray(X_train),
@@ -367,8 +385,11 @@ def estimate(X_train, X_eval, q, sgn, total, m, rng, chunk_pairs) -> np.ndarray:
         int(m),
         max(1, chunk_pairs // m),
     )
-    with deferred():  # a stop lands after the call, never in numba's unboxing of rng
-        coordinate_estimates(*args, rng, out)
+    st = pcg.state_of(rng)
+    jt = pcg.jump_table(st[2], st[3])
+    with deferred():  # a stop lands after the generator is put back
+        coordinate_estimates(*args, st, jt, out)
+        pcg.put_state(rng, st)
     return out
 
 

@@ -21,10 +21,14 @@ checked against numpy by ``agrees`` and the tests), and the state is put back
 
 So a block of draws can start anywhere: :func:`doubles` and :func:`bounded` draw in four lanes at
 once (four independent states, a quarter of the block each), and a parallel pass gives each
-thread its own block of the same stream. A bounded draw that numpy would redraw (probability
-``((2**32 - d) % d) / 2**32`` a number, about 2e-8 for ``d = 800``) shifts every later number
-of the stream: a block in which one occurs is drawn again number by number (:func:`bounded`),
-and the caller redraws the blocks after it (their start was computed without it).
+thread its own block of the same stream. :func:`next_double` and :func:`integers` draw from a
+state array in place, one ``random()`` or one ``integers(0, d, n)`` call (the Algorithm-2
+estimates' binomials and ``w``, Doubly SGD's coordinate draws).
+
+A bounded draw that numpy would redraw (probability ``((2**32 - d) % d) / 2**32`` a number,
+about 2e-8 for ``d = 800``) shifts every later number of the stream: a block in which one
+occurs is drawn again number by number (:func:`bounded`), and the caller redraws the blocks
+after it (their start was computed without it).
 """
 
 from __future__ import annotations
@@ -208,6 +212,15 @@ def doubles(sh, sl, ih, il, jt, scale, out, lo, hi):
     return h3, l3
 
 
+@_jit(inline="always")
+def next_double(pcg):
+    """One ``random()`` from the state array ``pcg`` (:func:`state_of`'s form), advanced in
+    place: ``(next64 >> 11) 2**-53``."""
+    sh, sl = step(pcg[0], pcg[1], pcg[2], pcg[3])
+    pcg[0], pcg[1] = sh, sl
+    return (output(sh, sl) >> _S11) * TO_DOUBLE
+
+
 # ----------------------------------------------------------------------------------------------
 # integers(0, d): bounded 32-bit draws
 
@@ -296,6 +309,21 @@ def bounded(sh, sl, ih, il, has, buf, jt, d, out, lo, hi):
         return bounded_one_by_one(sh0, sl0, ih, il, has0, buf0, d, out, lo, hi)
     sh, sl, has, buf, used = bounded_one_by_one(sh, sl, ih, il, has, buf, d, out, k0, hi)
     return sh, sl, has, buf, used + (k0 - lo)
+
+
+@_jit(inline="always")
+def integers(pcg, jt, d, out, lo, hi):
+    """``out[lo:hi]``: numpy's ``integers(0, d, hi - lo)`` (``1 <= d <= MAX_BOUND``) from the
+    state array ``pcg`` (:func:`state_of`'s form), advanced in place; ``jt`` its
+    :func:`jump_table`. ``d = 1`` gives zeros and draws nothing, as numpy."""
+    if d == 1:
+        for k in range(lo, hi):
+            out[k] = 0
+        return
+    sh, sl, has, buf, _ = bounded(
+        pcg[0], pcg[1], pcg[2], pcg[3], pcg[4], pcg[5], jt, d, out, lo, hi
+    )
+    pcg[0], pcg[1], pcg[4], pcg[5] = sh, sl, has, buf
 
 
 @_jit(internal=True)

@@ -12,7 +12,10 @@ order (docs/algorithms.md §2.6):
   rows or more, ``ddot`` for a single row (numpy's ``matmul`` turns a one-row product into a
   dot); a random-net unit's ``v . relu(W x)`` is numpy's ``einsum`` order
   (``shrinking_gradient_kernels.net_point``);
-- the coefficient updates, the decay and its global scale are elementwise, as in numpy.
+- the coefficient updates, the decay and its global scale are elementwise, as in numpy;
+- Doubly SGD's coordinate draws ``rng.integers(0, D, k)`` are made from the generator's PCG64
+  state by ``pcg64_kernels.integers`` (numpy's numbers; the state put back after each call),
+  the other maps' by the generator's own calls.
 
 So ``FitResult`` is bit-identical to the numpy path's. Whether this numpy build's BLAS and cosine
 are the ones the kernels call is checked on first use in every process (the learners register
@@ -38,6 +41,7 @@ import math
 
 import numpy as np
 
+from . import pcg64_kernels as pcg
 from . import shrinking_gradient_kernels as sgk
 from .compiled import RF_CHECKS as PROBES
 from .shrinking_gradient_kernels import (
@@ -116,9 +120,11 @@ if sgk.numba is not None:
 
 
 @_jit(forceinline=True, internal=True)
-def draws(rng, d, k, sigma, W, b, lo):
+def draws(rng, stream, jt, d, k, sigma, W, b, lo):
     """Draw ``w_lo .. w_{lo+k-1} ~ mu`` as ``FeatureMap.sample(rng, k)`` draws them and store
-    them: coordinate ``rng.integers(0, D, k)``; ReLU ``rng.standard_normal((k, D))``; Fourier
+    them: coordinate ``rng.integers(0, D, k)`` (from ``rng``'s PCG64 state ``stream``, with its
+    jump table ``jt``, where ``stream`` is not ``None``: ``sgk.own_stream``; ``rng`` is then
+    ``None``); ReLU ``rng.standard_normal((k, D))``; Fourier
     ``rng.standard_normal((k, D)) / sigma``, then the phases ``rng.uniform(0, 2 pi, k)``;
     random-net ``rng.standard_normal((k, h D + h))``, split into the stores. (Stored by loops,
     not assigned to slices: see ``shrinking_gradient_kernels.draw_w``.) numba reads
@@ -126,9 +132,14 @@ def draws(rng, d, k, sigma, W, b, lo):
     branches they rule out (and those on ``b is None`` where ``b`` is None) before it compiles:
     compiled once per map, with that map's code, and inlined into the pass by LLVM."""
     if W.ndim == 1:  # coordinate
-        drawn = draw_indices(rng, d, k)
-        for j in range(k):
-            W[lo + j] = drawn[j]
+        # (each branch under the test of what is None when it must go: numba removes a branch
+        # on ``x is not None`` where ``x`` is None, not where it is an array)
+        if stream is not None:
+            pcg.integers(stream, jt, d, W, lo, lo + k)
+        elif rng is not None:
+            drawn = draw_indices(rng, d, k)
+            for j in range(k):
+                W[lo + j] = drawn[j]
     elif b is None:  # ReLU
         drawn = draw_gaussian(rng, k, d)
         for j in range(k):
@@ -155,15 +166,17 @@ def draws(rng, d, k, sigma, W, b, lo):
 
 @_jit
 def dsgd_rounds(
-    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, W, b, c, appended, psi, losses, state,
-    counts,
+    t0, t1, X, y, etas, sigma, k, nu, rescale_below, rng, stream, jt, W, b, c, appended, psi,
+    losses, state, counts,
 ):  # fmt: skip
     """Rounds ``t0 .. t1 - 1`` of Dai et al. Algorithms 1-2 (learners/doubly_sgd.py),
     ``alpha = s c``.
 
     ``(W, b)`` store the ``k T`` parameters (see above), ``c`` the coefficients, ``appended``
     the coefficients as appended (``alpha_{t,j}`` of their round, for the averaged iterate),
-    ``psi`` the features of a round; ``state = [s, 2.0]``, ``counts = [train_evals,
+    ``psi`` the features of a round; ``rng``, ``stream``, ``jt``: :func:`draws`' (the caller
+    puts ``stream`` back into the generator after each call); ``state = [s, 2.0]``,
+    ``counts = [train_evals,
     features_sampled, diverged]`` carry the pass between calls. Returns the rounds played
     (``t1``, or the round after the one whose prediction diverged)."""
     s = state[0]
@@ -185,7 +198,7 @@ def dsgd_rounds(
             state[0] = s
             return t + 1
         # Algorithm 1: omega_{t,j} ~ mu, alpha_{t,j} = -gamma_t (f - y_t) psi(x_t; omega_{t,j}) / k
-        draws(rng, d, k, sigma, W, b, n_old)
+        draws(rng, stream, jt, d, k, sigma, W, b, n_old)
         counts[1] += k
         features(x, W, b, n_old, n_old + k, psi[n_old:])
         counts[0] += k
