@@ -254,3 +254,24 @@ def test_without_numba_runs_numpy_with_one_note():
     assert proc.stdout.split() == ["False", "True"]
     notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "numba is not available" in notes[0]
+
+
+@needs_numba
+def test_many_stored_examples_keep_fewer_setups_and_the_same_estimates():
+    """Over many stored examples the inversion set-ups get fewer slots a category (their
+    probabilities held under ``SETUP_BYTES``, a power of two, at least one), and the estimates
+    stay numpy's: the slots only say how often a set-up is computed again."""
+    for d, slots in ((200, ek.SLOTS), (3000, 16), (10**5, 1)):
+        keys, bounds, filled, chains = ek.new_setups(d)
+        assert keys.shape == bounds.shape == filled.shape == (d, slots)
+        assert chains.shape == (d, slots, ek.CHAIN)
+        assert chains.nbytes <= ek.SETUP_BYTES or slots == 1
+    rng = np.random.default_rng(4)
+    for d in (3000, 9000):  # 16 and 4 slots a category
+        X, X_eval = rng.standard_normal((d, 5)), rng.standard_normal((6, 5))
+        alpha = rng.standard_normal(d) * 0.25 ** rng.integers(0, 3, d)
+        pred = base.KernelExpansion(alpha)
+        args = (X, X_eval, Coordinate(5), 400)
+        want = pred.estimate_numpy(*args, np.random.default_rng(d))
+        got = pred.estimate_coordinate(*args, np.random.default_rng(d))
+        np.testing.assert_array_equal(got, want, strict=True)

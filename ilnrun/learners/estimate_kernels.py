@@ -48,8 +48,12 @@ from .shrinking_gradient_kernels import _jit, pairwise_sum
 
 # numpy semantics for a division by zero (a category after the mass ran out): no exception
 _njit = partial(_jit, error_model="numpy")
-SLOTS = 32  # cached inversion set-ups per category (direct-mapped by dn mod SLOTS)
+SLOTS = 32  # cached inversion set-ups per category, at most (direct-mapped by dn mod slots)
 CHAIN = 16  # probabilities px_x kept per set-up
+# the set-ups' probabilities of a call, at most (bytes): fewer slots a category for many
+# categories (a power of two, at least one), so that a call over 10^5 stored examples does not
+# hold 400 MB of them; the slots change no number, only how often a set-up is computed again
+SETUP_BYTES = 1 << 23
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,16 +208,21 @@ def category_laws(pvals):
 
 @_njit
 def new_setups(d):
-    """Empty set-up tables for ``d`` categories: ``keys``, ``bounds``, ``filled``, ``chains``."""
-    keys = np.empty((d, SLOTS), np.int64)
+    """Empty set-up tables for ``d`` categories: ``keys``, ``bounds``, ``filled``, ``chains``,
+    with ``slots`` set-ups a category: :data:`SLOTS`, halved while the chains would take more
+    than :data:`SETUP_BYTES` (at least one)."""
+    slots = SLOTS
+    while slots > 1 and d * slots * CHAIN * 8 > SETUP_BYTES:
+        slots //= 2
+    keys = np.empty((d, slots), np.int64)
     for j in range(d):  # (np.full: a loop compiles faster)
-        for slot in range(SLOTS):
+        for slot in range(slots):
             keys[j, slot] = -1
     return (
         keys,
-        np.empty((d, SLOTS), np.int64),
-        np.empty((d, SLOTS), np.int64),
-        np.empty((d, SLOTS, CHAIN)),
+        np.empty((d, slots), np.int64),
+        np.empty((d, slots), np.int64),
+        np.empty((d, slots, CHAIN)),
     )
 
 
@@ -225,6 +234,7 @@ def multinomial_rows(st, n, p, r, logq, keys, bounds, filled, chains, out):
     keep the inversion set-ups already computed: for ``(j, dn)``, ``q = 1 - r_j``,
     ``px_0 = exp(dn log q)`` and ``bound = min(dn, dn r_j + 10 sqrt(dn r_j q + 1))``."""
     rows, d = out.shape
+    mask = keys.shape[1] - 1  # slots - 1 (a power of two): dn & mask = dn mod slots
     out[:] = 0
     for row in range(rows):
         dn = n
@@ -235,7 +245,7 @@ def multinomial_rows(st, n, p, r, logq, keys, bounds, filled, chains, out):
             else:
                 rj = r[j]
                 if rj * dn <= 30.0:
-                    slot = dn % SLOTS
+                    slot = dn & mask
                     chain = chains[j, slot]
                     if keys[j, slot] != dn:
                         q = 1.0 - rj
