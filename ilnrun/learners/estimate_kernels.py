@@ -291,14 +291,15 @@ def multinomial(rng, n, pvals, rows):
 
 
 @_njit
-def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, st, jt, out):
+def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, st, out):
     """``KernelExpansion.estimate_numpy`` for a coordinate map (``psi(x; w) = x[w]``): for
     every chunk of ``rows_per_chunk`` eval rows, the counts ``Multinomial(m, q)`` of every row,
     then every ``w`` of the chunk, then per row
     ``E = |alpha|_1 (sum_k (x_{i_k}[w_k] sgn(alpha_{i_k})) x[w_k]) / m`` with the ``i_k`` in
     ascending order and the sum in numpy's pairwise order. The signed stored rows
     ``x_i sgn(alpha_i)`` are formed once when that costs less than signing every product (a
-    sign is exact: the same products either way)."""
+    sign is exact: the same products either way). ``st``: the generator's PCG64 state
+    (``pcg64_kernels.state_of``), advanced here past every number drawn."""
     n_eval, D = X_eval.shape
     d = len(q)
     p, r, logq = category_laws(q)
@@ -316,6 +317,7 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, st, 
     key = np.empty(m, np.int64)
     sk = np.empty(m)
     W = np.empty(len(counts) * m, np.int64)
+    jt = pcg.jump_table(st[2], st[3])
     for a in range(0, n_eval, rows_per_chunk):
         b = a + rows_per_chunk
         b = n_eval if n_eval < b else b
@@ -351,9 +353,9 @@ _AGREES: list[bool] = []
 def use_compiled(fmap, X_train: np.ndarray, X_eval: np.ndarray, rng, reference) -> bool:
     """Whether :func:`coordinate_estimates` runs: a coordinate map, float inputs, ``rng`` a
     PCG64 generator (``default_rng``'s), numba there, and the compiled multinomial and
-    estimates agreeing with this numpy build (:func:`agrees`
-    against ``reference``, the numpy estimates ``reference(alpha, X_train, X_eval, fmap, m,
-    rng, chunk_pairs)``; once per process, a one-line note when they do not). That check runs
+    estimates agreeing with this numpy build (:func:`agrees` against ``reference``, the numpy
+    estimates ``reference(alpha, X_train, X_eval, fmap, m, rng, chunk_pairs)``; once per
+    process, a one-line note when they do not). That check runs
     this very code, so nothing else is checked for it: a run without a Shrinking Gradient pass
     compiles none."""
     if kernels.kind_of(fmap) != kernels.COORDINATE:
@@ -396,9 +398,8 @@ def estimate(X_train, X_eval, q, sgn, total, m, rng, chunk_pairs) -> np.ndarray:
         max(1, chunk_pairs // m),
     )
     st = pcg.state_of(rng)
-    jt = pcg.jump_table(st[2], st[3])
     with deferred():  # a stop lands after the generator is put back
-        coordinate_estimates(*args, st, jt, out)
+        coordinate_estimates(*args, st, out)
         pcg.put_state(rng, st)
     return out
 

@@ -176,9 +176,8 @@ def dsgd_rounds(
     the coefficients as appended (``alpha_{t,j}`` of their round, for the averaged iterate),
     ``psi`` the features of a round; ``rng``, ``stream``, ``jt``: :func:`draws`' (the caller
     puts ``stream`` back into the generator after each call); ``state = [s, 2.0]``,
-    ``counts = [train_evals,
-    features_sampled, diverged]`` carry the pass between calls. Returns the rounds played
-    (``t1``, or the round after the one whose prediction diverged)."""
+    ``counts = [train_evals, features_sampled, diverged]`` carry the pass between calls.
+    Returns the rounds played (``t1``, or the round after the one whose prediction diverged)."""
     s = state[0]
     d = X.shape[1]
     for t in range(t0, t1):
