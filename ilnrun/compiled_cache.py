@@ -37,17 +37,21 @@ What is compiled: every kernel with the same numba options (:data:`OPTIONS`, num
 functions then compiled once for all of them); a kernel that only compiled code calls without a
 CPython wrapper (``jit(internal=True)``: its Python calls go to a twin). None of this changes a
 number: the options are those of numba's defaults but for the GIL, which the kernels release,
-and the C-callable wrapper, which nothing calls.
+and the C-callable wrapper, which nothing calls. A compilation (or cache load) runs with
+Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
+(:func:`_uninterrupted`).
 """
 
 from __future__ import annotations
 
 import fcntl
 import functools
+import gc
 import hashlib
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -56,6 +60,7 @@ from .stopping import deferred
 LOCK_NAME = "ilnrun-numba.lock"
 MAGIC = b"ilnrun-checked-1\n"  # starts every index body and data file written here
 SUFFIX = "-ilnrun1"  # appended to numba's file names: plain numba's files are never read
+COMPILE_STACK = 16 << 20  # bytes of C stack of the thread a compilation runs in (_in_own_thread)
 _NOTED: set[str] = set()
 _remove = os.unlink  # (a test makes it fail)
 
@@ -297,17 +302,81 @@ def _internal_class(base: type) -> type:
     return Internal
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block (and restored as it was: a
+    compilation nested in another leaves it to the outer one). numba's compiler makes hundreds
+    of thousands of short-lived objects, and the collections they trigger (full ones among them,
+    which walk every object the process holds: numpy's, pandas', numba's) took 0.73 CPU-s of a
+    first compilation of the ReLU passes (``bench/first_compile.py``'s run, about 7 CPU-s);
+    0.31 with the pause, most of it the collection of a compilation's leftovers once it is
+    done."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _in_own_thread(compile_: Callable, sig):
+    """``compile_(sig)`` run in a new thread (this one waits for it), unless this thread holds
+    numba's compiler lock (a compilation nested in another, where numba types a caller: it runs
+    here, in the compiling thread; a new thread would wait for the lock forever).
+
+    Why: CPython 3.11 to 3.13 keep a thread's Python frames in 16 KiB chunks, and a call that
+    lands at the start of a new chunk allocates it (``mmap``) and its return frees it
+    (``munmap``); a hot call at exactly that depth does both every time (CPython issue
+    gh-142183, fixed in later releases). numba's compiler, called from deep in a run's stack,
+    hit that edge: 274 500 ``mmap`` / ``munmap`` pairs of 16 KiB in one first compilation of the
+    coordinate passes (``strace``), 2.1 of its 9.5 CPU-s in the kernel. A new thread starts the
+    compilation from an empty stack: 18 000 pairs there, 0.3 CPU-s. What is compiled is the
+    same. Python runs signal handlers in the main thread only, so a stop never lands inside the
+    compilation (the caller's :func:`~ilnrun.stopping.deferred` block raises it after)."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+    except ImportError:  # (a numba that keeps it elsewhere)
+        return compile_(sig)
+    if global_compiler_lock.is_locked():  # (held by this thread)
+        return compile_(sig)
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["result"] = compile_(sig)
+        except BaseException as exc:  # (raised again in the caller's thread)
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="ilnrun-compile", daemon=True)
+    try:  # (some platforms give a thread 512 KiB or less, short for numba's deepest compilations)
+        old = threading.stack_size(COMPILE_STACK)
+    except (ValueError, RuntimeError):  # (a platform where it cannot be set: its default)
+        thread.start()
+    else:
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(old)
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
+
+
 def _uninterrupted(dispatcher):
     """``dispatcher`` whose compilations (a cache load included: numba's ``compile`` is where
     both happen, for every call with new argument types) run in a
     :func:`~ilnrun.stopping.deferred` block: a SIGINT or SIGTERM that lands there stops the run
-    when the compilation is done, not half-way through LLVM's JIT."""
+    when the compilation is done, not half-way through LLVM's JIT; without the garbage
+    collector's passes (:func:`_no_gc`); and in a thread of their own (:func:`_in_own_thread`)."""
     compile_ = dispatcher.compile
 
     @functools.wraps(compile_)
     def compile(sig):
-        with deferred():
-            return compile_(sig)
+        with deferred(), _no_gc():
+            return _in_own_thread(compile_, sig)
 
     dispatcher.compile = compile
     return dispatcher

@@ -9,9 +9,11 @@ compiles the coordinate Shrinking Gradient pass once (about 10 CPU-seconds)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +193,69 @@ def test_a_run_on_a_damaged_cache_exits_0_with_the_same_numbers(tmp_path, monkey
         b.drop(columns=[c for c in timing if c in b]),
         check_exact=True,
     )
+
+
+class _Recorder:
+    """A dispatcher whose compilation records whether the garbage collector was on, and may
+    raise or compile another kernel inside it (numba compiles callees during type inference)."""
+
+    def __init__(self, inner=None, fail: bool = False) -> None:
+        self.inner, self.fail, self.gc_on = inner, fail, []
+
+    def compile(self, sig: str) -> str:
+        self.gc_on.append(gc.isenabled())
+        if self.inner is not None:
+            self.inner.compile(sig)
+        self.gc_on.append(gc.isenabled())
+        if self.fail:
+            raise RuntimeError("a failed compilation")
+        return sig
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_compilations_pause_the_garbage_collector_and_restore_it(was_on):
+    """A compilation runs without the cyclic collector (``_no_gc``), nested ones too; after it,
+    and after one that raised, the collector is as it was (on, or off where the caller had
+    switched it off)."""
+    inner = compiled_cache._uninterrupted(_Recorder())
+    outer = compiled_cache._uninterrupted(_Recorder(inner=inner))
+    failing = compiled_cache._uninterrupted(_Recorder(fail=True))
+    before = gc.isenabled()
+    (gc.enable if was_on else gc.disable)()
+    try:
+        assert outer.compile("(float64,)") == "(float64,)"
+        assert gc.isenabled() is was_on
+        with pytest.raises(RuntimeError):
+            failing.compile("(float64,)")
+        assert gc.isenabled() is was_on
+    finally:
+        (gc.enable if before else gc.disable)()
+    for d in (outer, inner, failing):
+        assert d.gc_on and not any(d.gc_on)
+
+
+def test_a_compilation_runs_in_its_own_thread_unless_nested():
+    """A compilation called from Python runs in a thread of its own (``_in_own_thread``: a
+    shallow stack, away from CPython 3.11-3.13's frame-chunk edge), its result or its error
+    handed back; one called while this thread holds numba's compiler lock (numba compiling a
+    caller) runs right here, as a new thread would wait for that lock forever."""
+    pytest.importorskip("numba")
+    from numba.core.compiler_lock import global_compiler_lock
+
+    here = threading.current_thread()
+    seen: list[threading.Thread] = []
+
+    def compile_(sig):
+        seen.append(threading.current_thread())
+        if sig == "bad":
+            raise ValueError("no such signature")
+        return sig.upper()
+
+    assert compiled_cache._in_own_thread(compile_, "(float64,)") == "(FLOAT64,)"
+    assert seen[-1] is not here and seen[-1].name == "ilnrun-compile"
+    with pytest.raises(ValueError, match="no such signature"):
+        compiled_cache._in_own_thread(compile_, "bad")
+    with global_compiler_lock:
+        assert compiled_cache._in_own_thread(compile_, "(int64,)") == "(INT64,)"
+    assert seen[-1] is here
+    assert not any(t.name == "ilnrun-compile" for t in threading.enumerate())
