@@ -259,3 +259,35 @@ def test_a_compilation_runs_in_its_own_thread_unless_nested():
         assert compiled_cache._in_own_thread(compile_, "(int64,)") == "(INT64,)"
     assert seen[-1] is here
     assert not any(t.name == "ilnrun-compile" for t in threading.enumerate())
+
+
+def test_a_kernel_and_its_callee_compile_in_one_thread_of_their_own():
+    """Real kernels called from Python, wrapped as :func:`compiled_cache.jit` wraps its
+    dispatchers (without the disk cache: compiled in every run of the test): numba compiles the
+    kernel, and the kernel it calls (while typing it, holding the compiler lock), in one
+    ``ilnrun-compile`` thread."""
+    numba = pytest.importorskip("numba")
+    import numba.core.event as ev
+
+    seen: list[tuple[str, str]] = []
+
+    class Listener(ev.Listener):
+        def on_start(self, event):
+            name = event.data["dispatcher"].py_func.__name__
+            seen.append((name, threading.current_thread().name))
+
+        def on_end(self, event):
+            pass
+
+    def add_one(x):
+        return x + 1.0
+
+    callee = compiled_cache._uninterrupted(numba.njit(add_one))
+
+    def add_two(x):
+        return callee(x) + 1.0
+
+    kernel = compiled_cache._uninterrupted(numba.njit(add_two))
+    with ev.install_listener("numba:compile", Listener()):
+        assert kernel(1.0) == 3.0
+    assert sorted(seen) == [("add_one", "ilnrun-compile"), ("add_two", "ilnrun-compile")]
