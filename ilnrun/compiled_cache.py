@@ -353,11 +353,11 @@ def _in_own_thread(compile_: Callable, sig):
     try:  # (some platforms give a thread 512 KiB or less, short for numba's deepest compilations)
         old = threading.stack_size(COMPILE_STACK)
     except (ValueError, RuntimeError):  # (a platform where it cannot be set: its default)
+        old = None
+    try:
         thread.start()
-    else:
-        try:
-            thread.start()
-        finally:
+    finally:
+        if old is not None:
             threading.stack_size(old)
     thread.join()
     if "error" in done:

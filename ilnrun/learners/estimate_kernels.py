@@ -9,7 +9,7 @@ every ``w`` of the chunk by ``rng.integers(0, D, rows * m)``, and averages the p
   (below), which draws the very same numbers from the generator;
 - the ``w`` by ``pcg64_kernels.integers``, numpy's ``Generator.integers`` written out;
 - both from the generator's PCG64 state, read before the call and put back after it
-  (``pcg64_kernels.state_of``, ``put_state``): the generator goes on as if numpy had drawn
+  (``pcg64_kernels.drawing_from``): the generator goes on as if numpy had drawn
   them (a generator of another bit generator runs the numpy code);
 - every product as numpy forms it, ``(x_i[w] sgn(alpha_i)) x[w]``, in ascending ``i``, and the
   mean over the ``m`` products of a row as numpy's ``mean``: its pairwise sum
@@ -41,7 +41,6 @@ from functools import partial
 
 import numpy as np
 
-from ..stopping import deferred
 from . import pcg64_kernels as pcg
 from . import shrinking_gradient_kernels as kernels
 from .shrinking_gradient_kernels import _jit, pairwise_sum
@@ -279,10 +278,8 @@ def multinomial(rng, n, pvals, rows):
     p, r, logq = category_laws(pvals)
     keys, bounds, filled, chains = new_setups(len(pvals))
     out = np.empty((rows, len(pvals)), np.int64)
-    st = pcg.state_of(rng)
-    with deferred():  # (the generator put back with the numbers drawn)
+    with pcg.drawing_from(rng) as st:
         multinomial_rows(st, int(n), p, r, logq, keys, bounds, filled, chains, out)
-        pcg.put_state(rng, st)
     return out
 
 
@@ -397,10 +394,8 @@ def estimate(X_train, X_eval, q, sgn, total, m, rng, chunk_pairs) -> np.ndarray:
         int(m),
         max(1, chunk_pairs // m),
     )
-    st = pcg.state_of(rng)
-    with deferred():  # a stop lands after the generator is put back
+    with pcg.drawing_from(rng) as st:
         coordinate_estimates(*args, st, out)
-        pcg.put_state(rng, st)
     return out
 
 
@@ -420,8 +415,7 @@ def agrees(reference) -> bool:
         for n in (1, 7, 60, 700):
             want = np.random.default_rng(n)
             got = np.random.default_rng(n)
-            with deferred():  # see estimate
-                drawn = multinomial(got, n, pvals, 9)
+            drawn = multinomial(got, n, pvals, 9)
             if not np.array_equal(want.multinomial(n, pvals, size=9), drawn):
                 return False
             if want.random() != got.random():

@@ -229,10 +229,8 @@ def coordinate(total, q, sgn, X_train, X_eval, fmap, m, rng, chunk_pairs, draws)
         with deferred():  # a stop lands after the call
             hashed_coordinate_estimates(*args, first, float(search.U), float(total), m, key, out)
         return out
-    st = pcg.state_of(rng)
-    with deferred():  # a stop lands after the call and the generator's new state
+    with pcg.drawing_from(rng) as st:
         coordinate_estimates(*args, first, float(search.U), float(total), m, rows, st, out)
-        pcg.put_state(rng, st)
     return out
 
 

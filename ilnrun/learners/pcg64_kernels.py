@@ -33,9 +33,13 @@ after it (their start was computed without it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..compiled_cache import decorator
+from ..stopping import deferred
 from .compiled import switched_off
 
 try:
@@ -138,6 +142,18 @@ def put_state(rng: np.random.Generator, pcg: np.ndarray) -> None:
     s["state"]["inc"] = (int(pcg[2]) << 64) | int(pcg[3])
     s["has_uint32"], s["uinteger"] = int(pcg[4]), int(pcg[5])
     rng.bit_generator.state = s
+
+
+@contextmanager
+def drawing_from(rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """``rng``'s state (:func:`state_of`) for the kernels called in the block to draw from,
+    put back into ``rng`` (:func:`put_state`) when the block ends; the block is a
+    :func:`~ilnrun.stopping.deferred` one, so a stop lands after the generator has its new
+    state, never between the numbers drawn and the state put back."""
+    st = state_of(rng)
+    with deferred():
+        yield st
+        put_state(rng, st)
 
 
 # ----------------------------------------------------------------------------------------------
