@@ -1,6 +1,7 @@
 """GPU figures of the jax engine in one prepared run (``make bench`` runs it; issue 28, item 4).
 
-    python bench/gpu.py [--budget 360] [--out DIR] [--record] [--report PATH] [--skip STAGE]
+    python bench/gpu.py [--budget 420] [--out DIR] [--record] [--report PATH] [--skip STAGE]
+                        [--cap NAME=SECONDS]
     python bench/gpu.py --cpu-ok [--budget 150] [--out DIR]      # the script's logic, jax on CPU
     python bench/gpu.py --from-json DIR/gpu.json [--report PATH]  # record figures made elsewhere
     python bench/gpu.py --render-only [--report PATH]             # re-write the report's section
@@ -29,7 +30,10 @@ seconds are spent:
    same cell, with the cell's own numpy seed: on its first ``P/2`` and ``P`` rounds (as many as
    its allowance gives) — compared with the jax pass on the rounds both ran — and extrapolated to
    the whole pass at the rate of rounds ``P/2 .. P`` (a lower bound on the CPU's whole pass: its
-   later rounds gather from more rows, out of cache, and search longer sums; said so).
+   later rounds gather from more rows, out of cache, and search longer sums; said so). Last,
+   off CPU, the cell's first rounds again with the search as a loop (jax's ``scan``, the
+   engine's form before it was unrolled off CPU; ``ilnrun/jax_ops.py``): µs a round of each
+   form on the rounds both ran, and whether the losses are the same (they must be).
 3. **figure1 on the jax engine**: ``ilnrun run configs/figure1_paper_grid.yaml --engine jax``
    (figure1's 9 600 cells that the jax engine implements: ``configs/figure1.yaml`` itself also
    averages and fits ridge, which the jax passes do not) into a temporary directory, with an
@@ -44,7 +48,7 @@ seconds are spent:
 A pass that does not finish within its allowance stops at a chunk boundary; its whole-pass time
 is extrapolated at the rate of its last quarter of rounds, and the report says so. A stage that
 fails (out of device memory, say) is recorded with its error and the next one runs. The stages
-take ``--budget`` seconds (default 360 on a GPU) plus what no allowance bounds (building the
+take ``--budget`` seconds (default 420 on a GPU) plus what no allowance bounds (building the
 T = 10⁶ data, compiling): give the command about 9 minutes (``timeout 540``).
 
 Output: ``DIR/gpu.json`` (every figure, machine-readable) and ``DIR/gpu.md`` (the report's
@@ -79,7 +83,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before jax is imported
@@ -96,7 +100,7 @@ SCHEMA = 1
 D_SG, ETA, SCHEDULE = 800, 0.3, "inv_sqrt"
 Z_LIMIT = 4.0  # |z| below this: equal in distribution (tests/test_engine_jax.py's bound)
 GOAL_SPEEDUP = 20.0  # issue 28: a T = 1e5 SG cell >= x20 the compiled CPU pass
-GPU_BUDGET = 360.0  # seconds: the stages' default budget on a GPU (about 7 minutes in all)
+GPU_BUDGET = 420.0  # seconds: the stages' default budget on a GPU (about 8 minutes in all)
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,15 @@ GPU_SIZES = Sizes(
     batch=8,
     theorem1_T=1_000_000,
     figure1=(),
-    caps={"jax": 45, "batch": 20, "cpu": 20, "jax_big": 25, "cpu_big": 10, "figure1": 100},
+    caps={
+        "jax": 45,
+        "batch": 20,
+        "cpu": 20,
+        "loop": 15,
+        "jax_big": 25,
+        "cpu_big": 10,
+        "figure1": 150,
+    },
     keep={"figure1": 120, "sg_big": 55},
 )
 CPU_SIZES = Sizes(  # --cpu-ok: seconds on jax's CPU backend, to test the script
@@ -135,7 +147,15 @@ CPU_SIZES = Sizes(  # --cpu-ok: seconds on jax's CPU backend, to test the script
         "budget.dsgd_k=[2]",
         "evaluation.n_test_estimated=20",
     ),
-    caps={"jax": 20, "batch": 10, "cpu": 5, "jax_big": 10, "cpu_big": 3, "figure1": 90},
+    caps={
+        "jax": 20,
+        "batch": 10,
+        "cpu": 5,
+        "loop": 5,
+        "jax_big": 10,
+        "cpu_big": 3,
+        "figure1": 90,
+    },
     keep={"figure1": 20, "sg_big": 10},
 )
 
@@ -217,6 +237,14 @@ def environment(dev: dict, mode: str) -> dict:
             text=True,
             timeout=10,
         ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        if commit and changed:
+            commit += " with changes not committed"
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return {
@@ -227,6 +255,7 @@ def environment(dev: dict, mode: str) -> dict:
         "host_cores": os.cpu_count(),
         "versions": versions,
         "commit": commit or None,
+        "search_method": search_method(),
     }
 
 
@@ -518,6 +547,7 @@ def bench_cell(label: str, ec: EngineCell, limit: float, cpu_cap: float | None, 
             f"x{row['speedup_whole_pass']:.2f} whole pass",
             flush=True,
         )
+    row["_losses"] = j["losses_cell0"]  # for search_as_loop; stage_cell drops it
     return row
 
 
@@ -608,6 +638,15 @@ def stage_distribution(T: int, m: int, D: int, seeds: int) -> dict:
     return out
 
 
+def _cells_done(out: Path) -> int:
+    """How many cells a run stopped from outside had written (lines of its ``cells.jsonl``)."""
+    try:
+        with open(out / "cells.jsonl", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
 def run_cli(cfg: Path, out: Path, engine: str, jobs: int, env: dict, timeout: float, sets):
     """``ilnrun run`` (this tree's) into ``out``; (wall s, CPU s of the command and its workers,
     or ``None`` when it ran past ``timeout``)."""
@@ -680,8 +719,9 @@ def stage_figure1(tmp: Path, sizes: Sizes, clock: Clock, keep: float) -> dict:
             continue
         r = run_cli(cfg, tmp / d, engine, 1 if engine == "jax" else jobs, env, limit, sizes.figure1)
         if r is None:
-            out[key] = {"skipped": f"did not finish in {limit:.0f} s"}
-            print(f"  figure1 {key}: did not finish in {limit:.0f} s", flush=True)
+            done = _cells_done(tmp / d)
+            out[key] = {"skipped": f"did not finish in {limit:.0f} s", "cells_done": done}
+            print(f"  figure1 {key}: did not finish in {limit:.0f} s ({done} cells)", flush=True)
             continue
         out[key] = {"wall_s": r[0], "cpu_s": r[1], "jobs": 1 if engine == "jax" else jobs}
         if key == "jax_cold":
@@ -698,11 +738,19 @@ def stage_figure1(tmp: Path, sizes: Sizes, clock: Clock, keep: float) -> dict:
 
 
 def stage_cell(
-    label: str, raw: dict, cells: list[int], clock: Clock, caps: tuple, dev: dict, keep: float = 0
+    label: str,
+    raw: dict,
+    cells: list[int],
+    clock: Clock,
+    caps: tuple,
+    dev: dict,
+    keep: float = 0,
+    loop_cap: float = 0,
 ):
     """One cell of ``raw`` (config mapping): the jax pass alone (and its CPU pass), then batched
-    passes of ``cells[1:]`` cells. ``caps``: (jax, cpu, batch) seconds; ``keep``: seconds left
-    for the stages after this one."""
+    passes of ``cells[1:]`` cells, then (``loop_cap > 0``, off CPU) the cell's first rounds with
+    the search as a loop (:func:`search_as_loop`). ``caps``: (jax, cpu, batch) seconds;
+    ``keep``: seconds left for the stages after this one."""
     from ilnrun.config import ConfigError
 
     jax_cap, cpu_cap, batch_cap = caps
@@ -753,9 +801,60 @@ def stage_cell(
             f"{row['jax']['samples_per_s'] / 1e6:.1f} M)",
             flush=True,
         )
+    losses = row.pop("_losses")
+    lim = clock.allowance(loop_cap, least=3.0, keep=keep) if loop_cap else None
+    if lim is not None and search_method() != "scan":
+        try:
+            row["search_loop"] = search_as_loop(ec, lim, row["jax"], losses)
+        except Exception as exc:
+            traceback.print_exc()
+            row["search_loop"] = {"skipped": f"failed: {type(exc).__name__}"}
     del ec
     gc.collect()
     return row
+
+
+def search_method() -> str:
+    """The form of the binary search the jax engine compiles here (``ilnrun.jax_ops``)."""
+    from ilnrun import jax_ops
+
+    return jax_ops.search_method()
+
+
+def search_as_loop(ec: EngineCell, limit: float, main: dict, losses: np.ndarray) -> dict:
+    """The cell's first rounds with the search as a loop (jax's ``scan``, the engine's only form
+    before the unrolled one) against the pass just timed with the unrolled search, on the rounds
+    both ran: what unrolling the search bought on this device. The same indices either way."""
+    from ilnrun import jax_ops
+    from ilnrun.engines import jax_runner
+
+    jax_runner._PROGRAMS.clear()
+    jax_ops.SEARCH_METHOD = "scan"
+    try:
+        j = jax_pass(ec, ec.batch(1), limit)
+    finally:
+        jax_ops.SEARCH_METHOD = None
+        jax_runner._PROGRAMS.clear()
+    rounds = min(j["rounds"], main["rounds"])
+    loop_s = time_at(j["marks"], rounds)
+    unrolled_s = time_at(main["marks"], rounds)
+    same = bool(np.array_equal(j["losses_cell0"][:rounds], losses[:rounds]))
+    out = {
+        "rounds": rounds,
+        "loop_s": loop_s,
+        "unrolled_s": unrolled_s,
+        "loop_us_per_round": 1e6 * loop_s / rounds,
+        "unrolled_us_per_round": 1e6 * unrolled_s / rounds,
+        "speedup": loop_s / unrolled_s if unrolled_s > 0 else math.nan,
+        "same_losses": same,
+    }
+    print(
+        f"    search as a loop: {out['loop_us_per_round']:.0f} us a round against "
+        f"{out['unrolled_us_per_round']:.0f} unrolled (x{out['speedup']:.2f}) on {rounds:,} "
+        f"rounds; the same losses: {same}",
+        flush=True,
+    )
+    return out
 
 
 def measure(sizes: Sizes, clock: Clock, dev: dict, skip: set[str], tmp: Path, save) -> dict:
@@ -783,6 +882,7 @@ def measure(sizes: Sizes, clock: Clock, dev: dict, skip: set[str], tmp: Path, sa
                 clock,
                 (c["jax"], c["cpu"], c["batch"]),
                 dev,
+                loop_cap=c["loop"],
             ),
         ),
         (
@@ -845,7 +945,7 @@ def _rate(x: float) -> str:
 
 HOW = (
     "Run on a GPU machine: `PYTHONPATH=. timeout 540 python3 bench/gpu.py --out DIR` where "
-    "python3's jax already sees the GPU (else `pip install -e '.[gpu]'` first): about 7 "
+    "python3's jax already sees the GPU (else `pip install -e '.[gpu]'` first): about 8 "
     f"minutes (`--budget` seconds for the stages, default {GPU_BUDGET:.0f}, plus building the "
     "T = 10⁶ data); `DIR/gpu.json` and `DIR/gpu.md` are written after every stage. Then, where "
     "the report is committed, "
@@ -855,6 +955,30 @@ HOW = (
     "figures. `--cpu-ok` runs small sizes on jax's CPU backend to test the script (never "
     "recorded)."
 )
+
+
+def _search_lines(R: dict) -> list[str]:
+    """The form of the search the jax passes used and, where timed, the loop form against it."""
+    search = R["env"].get("search_method")
+    if not search:
+        return []
+    line = (
+        f"The jax passes above searched with jax's `{search}` form of the binary search "
+        "(`ilnrun/jax_ops.py`)."
+    )
+    loop = R["stages"].get("sg", {}).get("search_loop")
+    if loop and "skipped" in loop:
+        line += f" The same cell with the search as a loop: {loop['skipped']}."
+    elif loop:
+        line += (
+            " The same cell with the search as a loop (`scan`, the engine's only form before): "
+            f"{loop['loop_us_per_round']:.0f} µs a round against "
+            f"{loop['unrolled_us_per_round']:.0f} µs unrolled (×{_n(loop['speedup'])}) on its "
+            f"first {loop['rounds']:,} rounds; the same losses: "
+            + ("**yes**" if loop["same_losses"] else "**no**")
+            + "."
+        )
+    return ["", line]
 
 
 def render(R: dict | None) -> list[str]:
@@ -965,6 +1089,7 @@ def render(R: dict | None) -> list[str]:
                 )
                 + ".",
             ]
+        L += _search_lines(R)
         batched = [(r, b) for r in cellrows for b in r.get("batched", []) if "jax" in r]
         if batched:
             L += [
@@ -1021,7 +1146,9 @@ def render(R: dict | None) -> list[str]:
             + f"{', ' + format(f1['cells'], ',') + ' cells' if 'cells' in f1 else ''}, "
             "evaluation included; compilation ≈ cold − warm"
             + (f" = {f1['compile_s']:.1f} s" if "compile_s" in f1 else "")
-            + "):",
+            + ")"
+            + (f"; {f1['note']}" if f1.get("note") else "")
+            + ":",
             "",
             "| run | wall (s) | CPU (s) | jobs |",
             "|---|---:|---:|---:|",
@@ -1035,7 +1162,8 @@ def render(R: dict | None) -> list[str]:
             if "wall_s" in r:
                 L.append(f"| {label} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['jobs']} |")
             else:
-                L.append(f"| {label} | skipped: {r.get('skipped', '')} | | |")
+                done = f" ({r['cells_done']:,} cells done)" if "cells_done" in r else ""
+                L.append(f"| {label} | skipped: {r.get('skipped', '')}{done} | | |")
         if f1.get("compare"):
             L += [
                 "",
@@ -1125,6 +1253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render-only", action="store_true", help="re-write the section only")
     ap.add_argument("--skip", action="append", default=[], choices=STAGES, help="skip a stage")
     ap.add_argument(
+        "--cap",
+        action="append",
+        default=[],
+        metavar="NAME=SECONDS",
+        help="raise or lower one allowance cap (figure1, jax, batch, cpu, loop, jax_big, cpu_big)",
+    )
+    ap.add_argument(
         "--sizes",
         choices=("auto", "gpu", "cpu"),
         default="auto",
@@ -1136,6 +1271,16 @@ def main(argv: list[str] | None = None) -> int:
     record_path = report.parent / RECORD_NAME
     if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
         ap.error(f"--budget: a positive number of seconds, not {args.budget}")
+    caps: dict[str, float] = {}
+    for item in args.cap:
+        name, _, value = item.partition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if name not in GPU_SIZES.caps or not (math.isfinite(seconds) and seconds > 0):
+            ap.error(f"--cap: NAME=SECONDS with NAME in {sorted(GPU_SIZES.caps)}, not {item!r}")
+        caps[name] = seconds
     if args.record and args.cpu_ok:
         ap.error("--record records GPU figures only; with --cpu-ok use --out")
     if args.from_json:
@@ -1167,10 +1312,17 @@ def main(argv: list[str] | None = None) -> int:
         mode = "gpu" if dev["gpu"] else "cpu-ok"
         gpu_sizes = args.sizes == "gpu" or (args.sizes == "auto" and dev["gpu"])
         sizes = GPU_SIZES if gpu_sizes else CPU_SIZES
+        if caps:
+            sizes = replace(sizes, caps={**sizes.caps, **caps})
         budget = args.budget if args.budget is not None else (GPU_BUDGET if dev["gpu"] else 150.0)
         print(f"device: {dev['describe']} ({mode}); budget {budget:.0f} s", flush=True)
         clock = Clock(budget)
-        R = {"schema": SCHEMA, "env": environment(dev, mode), "budget_s": budget}
+        R = {
+            "schema": SCHEMA,
+            "env": environment(dev, mode),
+            "budget_s": budget,
+            "caps": sizes.caps,
+        }
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
 

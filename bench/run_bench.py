@@ -589,7 +589,8 @@ def jax_section(R: dict) -> list[str]:
             "No GPU on this machine: the issue's GPU targets (figure1 ≤ 10 s warm / ≤ 40 s "
             "cold; SG ≥ 5·10⁹ samples/s in batches and ≥ 10⁹ for one cell at T = 20,000, "
             "m = 10,000; a T = 100,000, m = 50,000 cell ≤ 5 s) are **not measured here**; on a "
-            "GPU this section measures them with the issue's sizes.",
+            "GPU this section measures them with the issue's sizes. §8 holds the figures of "
+            "the last run of `bench/gpu.py` on a GPU, if any.",
         ]
     return L
 

@@ -1,4 +1,4 @@
-"""Reductions whose result does not depend on the batch a cell runs in.
+"""Reductions whose result does not depend on the batch a cell runs in, and a search.
 
 XLA picks its reduction and dot kernels by shape: the same row summed inside a batch of 1 and a
 batch of 50 can differ in the last bit. The jax engine promises that a cell's numbers do not
@@ -10,6 +10,7 @@ additions as any sum, in an order fixed by ``n`` alone.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 
@@ -29,3 +30,24 @@ def tree_sum(x, axis: int = -1):
 def tree_dot(a, b):
     """``a . b`` over the last axis, summed by :func:`tree_sum`."""
     return tree_sum(a * b)
+
+
+# jax's search method by backend (``None``: by the backend; a bench may set one to compare):
+# the same binary search, hence the same indices, either way
+SEARCH_METHOD: str | None = None
+
+
+def search_method() -> str:
+    """``scan`` (a loop) on CPU, where it is about twice as fast as the unrolled search;
+    ``scan_unrolled`` elsewhere. On a GPU the search's loop (~17 trips a round at T = 10^5) was
+    the only loop inside a Shrinking Gradient round, each trip its own step, and the rounds were
+    bound by latency: 347 us a round of one cell, 439 us of 8 cells batched, on an H100."""
+    if SEARCH_METHOD is not None:
+        return SEARCH_METHOD
+    return "scan" if jax.default_backend() == "cpu" else "scan_unrolled"
+
+
+def search_right(cum, keys):
+    """``searchsorted(cum, keys, side="right")``: for each key, how many of the sorted ``cum``
+    are at most it, by jax's binary search in the form :func:`search_method` names."""
+    return jnp.searchsorted(cum, keys, side="right", method=search_method())

@@ -91,6 +91,9 @@ def test_bad_arguments_exit_2():
     assert res.returncode == 2 and "--record" in res.stderr
     res = _run("--from-json", "/nonexistent/gpu.json", timeout=60)
     assert res.returncode == 2 and "--from-json" in res.stderr
+    for bad in ("figure1=x", "figure1=-5", "nonsense=10", "figure1"):
+        res = _run("--cap", bad, timeout=60)
+        assert res.returncode == 2 and "--cap" in res.stderr, bad
 
 
 def test_compare_runs_per_learner(tmp_path):
@@ -138,6 +141,8 @@ def test_cpu_ok_runs_the_stages_and_records(tmp_path):
     mod = _module()
     assert R["schema"] == mod.SCHEMA and R["env"]["mode"] == "cpu-ok"
     assert R["env"]["device"]["backend"] == "cpu"
+    assert R["env"]["search_method"] == "scan"  # on CPU the loop; no comparison made
+    assert "search_loop" not in R["stages"]["sg"]
     S = R["stages"]
     assert set(S) == {"distribution", "sg", "theorem1"}
     assert S["distribution"]["equal"], S["distribution"]
@@ -190,6 +195,35 @@ def test_cpu_ok_runs_the_stages_and_records(tmp_path):
     }
     lines = "\n".join(mod.render(R))
     assert "| jax, warm | 10.0 | 9.0 | 1 |" in lines and "skipped: out of time" in lines
+    R["stages"]["figure1"]["jax_warm"] = {"skipped": "did not finish in 47 s", "cells_done": 120}
+    R["stages"]["figure1"]["note"] = "timed in a second run"
+    lines = "\n".join(mod.render(R))
+    assert "did not finish in 47 s (120 cells done)" in lines
+    assert "; timed in a second run:" in lines
+
+
+def test_the_search_as_a_loop_is_timed_against_the_unrolled_one(monkeypatch):
+    """Off CPU the script times the SG cell's first rounds with the loop-form search too; here
+    on jax's CPU backend, the main pass forced to the unrolled form: the same losses."""
+    pytest.importorskip("jax", reason="the jax engine on jax's CPU backend")
+    from ilnrun import jax_ops
+    from ilnrun.engines import jax_runner
+
+    mod = _module()
+    ec = mod.engine_cell(mod.sg_config(600, 100))
+    monkeypatch.setattr(jax_ops, "SEARCH_METHOD", "scan_unrolled")
+    monkeypatch.setattr(jax_runner, "_PROGRAMS", {})
+    main = mod.jax_pass(ec, ec.batch(1), 60.0)
+    loop = mod.search_as_loop(ec, 60.0, main, main["losses_cell0"])
+    assert loop["rounds"] == 600 and loop["same_losses"]
+    assert loop["loop_us_per_round"] > 0 and loop["unrolled_us_per_round"] > 0
+    assert jax_ops.SEARCH_METHOD is None  # put back: the engine chooses by backend again
+    wrong = main["losses_cell0"].copy()
+    wrong[-1] += 1e-12
+    assert not mod.search_as_loop(ec, 60.0, main, wrong)["same_losses"]
+    R = {"env": {"search_method": "scan_unrolled"}, "stages": {"sg": {"search_loop": loop}}}
+    text = "\n".join(mod._search_lines(R))
+    assert "`scan_unrolled`" in text and "the same losses: **yes**" in text
 
 
 def test_a_failing_stage_is_recorded_and_the_next_runs(tmp_path, monkeypatch):

@@ -286,6 +286,59 @@ def test_a_cell_alone_equals_the_same_cell_in_a_batch_of_50(which):
     assert alone.counters == many.counters
 
 
+@pytest.mark.parametrize("method", ["scan", "scan_unrolled"])
+def test_search_right_is_numpys_searchsorted_in_both_forms(method, monkeypatch):
+    """The engine's search (a loop on CPU, unrolled on a GPU) is numpy's ``side="right"``
+    search: ties, keys below and above every value, and the ``+inf`` tail of the rounds not
+    yet played."""
+    from ilnrun import jax_ops
+
+    monkeypatch.setattr(jax_ops, "SEARCH_METHOD", method)
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 64, 1000):
+        cum = np.cumsum(rng.integers(0, 3, size=n).astype(float))  # zero steps: ties
+        cum[rng.integers(0, n + 1) :] = np.inf
+        keys = np.concatenate(
+            [
+                rng.uniform(-1, cum[np.isfinite(cum)].max(initial=0) + 1, 50),
+                cum[np.isfinite(cum)],
+                [-np.inf, 0.0],
+            ]
+        )
+        got = np.asarray(jax_ops.search_right(jnp.asarray(cum), jnp.asarray(keys)))
+        np.testing.assert_array_equal(got, np.searchsorted(cum, keys, side="right"))
+
+
+def test_shrinking_gradient_is_the_same_with_the_search_unrolled(monkeypatch):
+    """The GPU's form of the search gives the same cell, bit for bit (here on CPU)."""
+    from ilnrun import jax_ops
+
+    d = make_data(T=40)
+    fmap = _coordinate(d)
+    keys = np.random.default_rng(5).integers(0, 2**32, size=(3, 2), dtype=np.uint32)
+    args = {"eta": 0.5, "m": 16, "B": 0.05}
+    outs = {}
+    for method in ("scan", "scan_unrolled"):
+        monkeypatch.setattr(jax_ops, "SEARCH_METHOD", method)
+        monkeypatch.setattr(jax_runner, "_PROGRAMS", {})
+        outs[method] = _batch(SG, args, d, fmap, keys)
+    assert sum(r.counters["shrinks"] for r in outs["scan"]) > 0
+    for a, b in zip(outs["scan"], outs["scan_unrolled"], strict=True):
+        np.testing.assert_array_equal(a.losses, b.losses)
+        np.testing.assert_array_equal(a.predictor.alpha, b.predictor.alpha)
+        assert a.counters == b.counters
+
+
+def test_the_search_is_a_loop_on_cpu_and_unrolled_elsewhere(monkeypatch):
+    from ilnrun import jax_ops
+
+    monkeypatch.setattr(jax_ops, "SEARCH_METHOD", None)
+    monkeypatch.setattr(jax_ops.jax, "default_backend", lambda: "cpu")
+    assert jax_ops.search_method() == "scan"
+    monkeypatch.setattr(jax_ops.jax, "default_backend", lambda: "gpu")
+    assert jax_ops.search_method() == "scan_unrolled"
+
+
 # ---- the stochastic whole agrees in distribution ------------------------------------------------
 
 SEEDS = 40

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..jax_ops import tree_dot
+from ..jax_ops import search_right, tree_dot
 from ..schedules import step_sizes
 from .base import DIVERGENCE_BOUND, FitResult, KernelExpansion, new_counters
 from .jax_pass import Round
@@ -125,7 +125,7 @@ def round_given(ctx: Round, c: State, t, u, w) -> State:
     has = c.total > 0.0
     # --- Algorithm 2: EST_SCALAR_PROD(alpha, x_{1:t-1}, x_t, m) -------------------------------
     keys = u * c.total
-    i = jnp.clip(jnp.searchsorted(c.cum, keys, side="right"), 0, jnp.maximum(t - 1, 0))
+    i = jnp.clip(search_right(c.cum, keys), 0, jnp.maximum(t - 1, 0))
     psi_i = ctx.fmap_cls.jax_pairs(X, inst, i, w)
     psi_t = ctx.fmap_cls.jax_point(X[inst, t], w)
     dot = tree_dot(jnp.sign(c.a[i]) * psi_i, psi_t)
