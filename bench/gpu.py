@@ -638,6 +638,19 @@ def stage_distribution(T: int, m: int, D: int, seeds: int) -> dict:
     return out
 
 
+def _time_split(out: Path) -> dict:
+    """Where a finished run's time went, from its ``runs.csv``: ``train_s`` (the cells'
+    training seconds summed; on the jax engine a batch's time is split among its cells, so this
+    is the batches' time) and ``eval_s`` (their evaluation seconds summed)."""
+    import pandas as pd
+
+    try:
+        t = pd.read_csv(out / "runs.csv", usecols=["wall_s", "eval_s"])
+    except (OSError, ValueError):
+        return {}
+    return {"train_s": float(t["wall_s"].sum()), "eval_s": float(t["eval_s"].sum())}
+
+
 def _cells_done(out: Path) -> int:
     """How many cells a run stopped from outside had written (lines of its ``cells.jsonl``)."""
     try:
@@ -724,6 +737,7 @@ def stage_figure1(tmp: Path, sizes: Sizes, clock: Clock, keep: float) -> dict:
             print(f"  figure1 {key}: did not finish in {limit:.0f} s ({done} cells)", flush=True)
             continue
         out[key] = {"wall_s": r[0], "cpu_s": r[1], "jobs": 1 if engine == "jax" else jobs}
+        out[key].update(_time_split(tmp / d))
         if key == "jax_cold":
             import pandas as pd
 
@@ -1150,8 +1164,9 @@ def render(R: dict | None) -> list[str]:
             + (f"; {f1['note']}" if f1.get("note") else "")
             + ":",
             "",
-            "| run | wall (s) | CPU (s) | jobs |",
-            "|---|---:|---:|---:|",
+            "| run | wall (s) | CPU (s) | jobs | training, summed over cells (s) | "
+            "evaluation, summed over cells (s) |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         for k, label in (
             ("jax_cold", "jax, empty compilation cache"),
@@ -1160,10 +1175,13 @@ def render(R: dict | None) -> list[str]:
         ):
             r = f1.get(k, {})
             if "wall_s" in r:
-                L.append(f"| {label} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['jobs']} |")
+                split = " | ".join(f"{r[k]:.1f}" if k in r else "–" for k in ("train_s", "eval_s"))
+                L.append(
+                    f"| {label} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['jobs']} | {split} |"
+                )
             else:
                 done = f" ({r['cells_done']:,} cells done)" if "cells_done" in r else ""
-                L.append(f"| {label} | skipped: {r.get('skipped', '')}{done} | | |")
+                L.append(f"| {label} | skipped: {r.get('skipped', '')}{done} | | | | |")
         if f1.get("compare"):
             L += [
                 "",

@@ -194,7 +194,16 @@ def test_cpu_ok_runs_the_stages_and_records(tmp_path):
         "compile_s": 20.0,
     }
     lines = "\n".join(mod.render(R))
-    assert "| jax, warm | 10.0 | 9.0 | 1 |" in lines and "skipped: out of time" in lines
+    assert "| jax, warm | 10.0 | 9.0 | 1 | – | – |" in lines and "skipped: out of time" in lines
+    # where a run's time went, from its runs.csv
+    run = tmp_path / "f1"
+    run.mkdir()
+    (run / "runs.csv").write_text("cell_id,wall_s,eval_s\na,1.5,0.25\nb,2.5,0.5\n")
+    split = mod._time_split(run)
+    assert split == {"train_s": 4.0, "eval_s": 0.75}
+    assert mod._time_split(tmp_path / "nowhere") == {}
+    R["stages"]["figure1"]["jax_warm"].update(split)
+    assert "| jax, warm | 10.0 | 9.0 | 1 | 4.0 | 0.8 |" in "\n".join(mod.render(R))
     R["stages"]["figure1"]["jax_warm"] = {"skipped": "did not finish in 47 s", "cells_done": 120}
     R["stages"]["figure1"]["note"] = "timed in a second run"
     lines = "\n".join(mod.render(R))
