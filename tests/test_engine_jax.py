@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from click.testing import CliRunner
 from conftest import make_data, tiny_config, write_config
 
@@ -427,6 +428,62 @@ def test_run_twice_gives_identical_tables(jax_run, tmp_path):
         r = runs[(runs["method"] == name) & ~runs["diverged"]].iloc[0]
         for key, value in spec.budget.expected(int(r[spec.budget.name]), 30).items():
             assert r[key] == value, (name, key)
+
+
+def _batch_events(monkeypatch) -> list[tuple[str, int]]:
+    """``("launch" | "finish", batch)`` in the order the jax engine did them."""
+    events: list[tuple[str, int]] = []
+    launch, finish_ = jax_runner._Batch.launch, jax_runner._Batch.finish
+
+    def logged_launch(self):
+        events.append(("launch", id(self)))
+        return launch(self)
+
+    def logged_finish(self, on_record):
+        events.append(("finish", id(self)))
+        return finish_(self, on_record)
+
+    monkeypatch.setattr(jax_runner._Batch, "launch", logged_launch)
+    monkeypatch.setattr(jax_runner._Batch, "finish", logged_finish)
+    return events
+
+
+def test_a_batch_is_evaluated_while_the_next_one_runs(jax_run, tmp_path, monkeypatch):
+    """Each batch's cells are evaluated after the next batch of the wave was handed to the
+    device, and the tables are those of batches run one at a time: under a time limit (chunks,
+    one batch at a time), and with a memory budget too small for two batches at once."""
+    cfg_path, a = jax_run
+    events = _batch_events(monkeypatch)
+    assert _run(cfg_path, tmp_path / "b", "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(tmp_path / "b"), check_exact=True)
+    kinds = [k for k, _ in events]
+    assert kinds.count("launch") == kinds.count("finish") >= 3
+    overlapped = [
+        i
+        for i in range(1, len(events))
+        if events[i][0] == "finish"
+        and events[i - 1][0] == "launch"
+        and events[i][1] != events[i - 1][1]
+    ]
+    assert overlapped  # a finish came after a later batch's launch
+    for _, b in events:  # every batch launched before it is finished, finished once
+        assert kinds[events.index(("launch", b))] == "launch"
+        assert events.count(("finish", b)) == 1
+        assert events.index(("launch", b)) < events.index(("finish", b))
+
+    events.clear()
+    monkeypatch.setattr(jax_runner, "memory_budget", lambda: 4096)
+    assert _run(cfg_path, tmp_path / "c", "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(tmp_path / "c"), check_exact=True)
+    assert [k for k, _ in events] == ["launch", "finish"] * (len(events) // 2)
+
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg.setdefault("limits", {})["cell_timeout_s"] = 3600
+    limited = write_config(tmp_path / "limited.yaml", cfg)
+    events.clear()
+    assert _run(limited, tmp_path / "d", "--engine", "jax").exit_code == 0
+    pd.testing.assert_frame_equal(_runs(a), _runs(tmp_path / "d"), check_exact=True)
+    assert events == []  # run_limited: no launches
 
 
 def test_diverging_setting_is_marked(jax_run):

@@ -33,8 +33,12 @@ How a run proceeds:
    stops there and is recorded ``timed_out``.
 5. **Evaluation** is every engine's (:func:`ilnrun.cell.finish`) on the returned
    predictors, with the cell's own evaluation seed: exact kernel evaluation and Algorithm-2 test
-   estimates are the same code and draws as with numpy. ``wall_s`` of a cell is its batch's
-   training time divided by the batch's cells.
+   estimates are the same code and draws as with numpy. Without a time limit a batch's cells
+   are evaluated while the device runs the wave's next batch (jax dispatches a program without
+   waiting for it), when the two batches fit the memory budget together; records keep the
+   batches' order, and a wave's are all written before the next wave starts. ``wall_s`` of a
+   cell is its batch's training time (from its start to the moment the device was done)
+   divided by the batch's cells.
 
 A learner without a jax module runs with its numpy ``fit`` (one cell at a time,
 :func:`ilnrun.cell.run_cell`).
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
@@ -189,6 +194,57 @@ def program(jaxmod, st: tuple, T: int, width: int, fmap_cls, chunk: int):
     return _PROGRAMS[key]
 
 
+class Launched:
+    """A batch whose rounds were handed to the device (jax dispatches asynchronously): the final
+    state is being computed while the caller goes on. :meth:`collect` waits for it."""
+
+    def __init__(self, carry, n: int, start: float) -> None:
+        self.n = n
+        self.start = start
+        self._jax = setup()
+        self._carry = carry
+        self._ready: list[float] = []
+        # the moment the device is done, for the batch's training time: a thread that only waits
+        # (jax releases the GIL while it does)
+        self._waiter = threading.Thread(target=self._wait, name="ilnrun-jax-batch", daemon=True)
+        self._waiter.start()
+
+    def _wait(self) -> None:
+        self._jax.block_until_ready(self._carry)
+        self._ready.append(perf_counter())
+
+    def collect(self) -> tuple[list[tuple], float]:
+        """The final state of each cell (numpy), in order, and the batch's training seconds
+        (from its start to the moment the device was done)."""
+        jax = setup()
+        out = jax.device_get(self._carry)
+        self._waiter.join()
+        self._carry = None
+        end = self._ready[0] if self._ready else perf_counter()
+        cells = [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(self.n)]
+        return cells, end - self.start
+
+
+def launch_batch(
+    jaxmod,
+    st: tuple,
+    T: int,
+    width: int,
+    fmap_cls,
+    data: dict,
+    cells: dict[str, np.ndarray],
+) -> Launched:
+    """One lockstep batch's rounds, all ``T``, handed to the device without waiting for them:
+    the caller can evaluate the previous batch meanwhile (:func:`execute_jax`)."""
+    jax = setup()
+    init, run = program(jaxmod, st, T, width, fmap_cls, T)
+    start = perf_counter()
+    dev_data = jax.device_put(data)
+    dev_cells = jax.device_put(cells)
+    carry = run(dev_data, dev_cells, init(dev_data, dev_cells), 0)
+    return Launched(carry, len(cells["inst"]), start)
+
+
 def run_batch(
     jaxmod,
     st: tuple,
@@ -202,9 +258,12 @@ def run_batch(
     """One lockstep batch: the final state of each cell (the pass's ``State`` of numpy arrays),
     in order. ``cells``
     holds per-cell arrays (first axis: the batch): ``inst``, ``key`` and the module's
-    ``inputs``."""
+    ``inputs``. With ``limit`` (seconds) the rounds run in chunks of ``TIMEOUT_CHUNK`` and stop
+    at the first chunk boundary past it."""
+    if limit is None:
+        return launch_batch(jaxmod, st, T, width, fmap_cls, data, cells).collect()[0]
     jax = setup()
-    chunk = T if limit is None else min(T, TIMEOUT_CHUNK)
+    chunk = min(T, TIMEOUT_CHUNK)
     init, run = program(jaxmod, st, T, width, fmap_cls, chunk)
     start = perf_counter()
     dev_data = jax.device_put(data)
@@ -212,7 +271,7 @@ def run_batch(
     carry = init(dev_data, dev_cells)
     for t0 in range(0, T, chunk):
         carry = run(dev_data, dev_cells, carry, t0)
-        if limit is not None and t0 + chunk < T:
+        if t0 + chunk < T:
             jax.block_until_ready(carry)
             if perf_counter() - start > limit:
                 break
@@ -251,6 +310,7 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
     limit = exp.limits.cell_timeout_s
     waves = list(_waves(exp, pending, budget))
     n_inst = max((len(w.instances) for w in waves), default=1)
+    pending: _Batch | None = None
     for wave in waves:
         shapes: dict[tuple, list[Member]] = {}
         for inst, cells in zip(wave.instances, wave.cells, strict=True):
@@ -285,38 +345,73 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
             full = len(members) * n_inst / len(wave.instances)
             cap = min(cap, BATCH_QUANTUM * math.ceil(full / BATCH_QUANTUM))
             for b0 in range(0, len(members), cap):
-                batch = members[b0 : b0 + cap]
-                _run_members(exp, batch, index, shape, limit, cap, on_record)
+                job = _Batch(exp, members[b0 : b0 + cap], index, shape, cap)
+                job.nbytes = data_bytes + job.size * per_cell
+                if limit is not None:  # chunks and a clock: one batch at a time
+                    pending = _finish(pending, on_record)
+                    job.run_limited(limit, on_record)
+                    continue
+                if pending is not None and pending.nbytes + job.nbytes > budget:
+                    pending = _finish(pending, on_record)  # two batches would not fit
+                job.launch()
+                _finish(pending, on_record)  # evaluated while the device runs ``job``
+                pending = job
+        # a wave's records before the next wave's (whose cells without a jax pass run inline)
+        pending = _finish(pending, on_record)
 
 
-def _run_members(
-    exp: Experiment,
-    batch: list[Member],
-    index: dict,
-    shape: Shape,
-    limit: float | None,
-    size: int,
-    on_record,
-) -> None:
-    """Run one batch of members of ``shape``, padded to ``size`` cells, and record every
-    cell."""
-    from ..numeric_env import one_thread
+class _Batch:
+    """One batch of members of ``shape``, padded to ``size`` cells: its inputs; then its rounds,
+    launched (:meth:`launch`) and evaluated later (:meth:`finish`), or run under a time limit
+    (:meth:`run_limited`)."""
 
-    n = len(batch)
-    padded = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
-    rows = batch + [batch[0]] * (padded - n)
-    T, jaxmod = shape.T, shape.jaxmod
-    ins = [jaxmod.inputs(m.plan.args, T) for m in rows]
-    cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
-    cells["inst"] = np.array([index[id(m.inst)] for m in rows], dtype=np.int64)
-    cells["key"] = np.stack([cell_key(exp.seed, m.plan.cell) for m in rows])
-    fmap_cls = type(batch[0].inst.fmap)
-    t0 = perf_counter()
-    outs = run_batch(jaxmod, shape.static, T, shape.width, fmap_cls, shape.data, cells, limit)
-    wall = (perf_counter() - t0) / n
-    with one_thread():
-        for m, out in zip(batch, outs, strict=False):
-            res, reason = guarded(
-                "fit", jaxmod.result, shape.static, m.plan.args, out, m.inst.fmap, T
-            )
-            on_record(finish(exp, m.plan, m.inst, res, reason, wall))
+    def __init__(self, exp: Experiment, batch: list[Member], index: dict, shape: Shape, size: int):
+        n = len(batch)
+        self.size = max(size, BATCH_QUANTUM * math.ceil(n / BATCH_QUANTUM))
+        rows = batch + [batch[0]] * (self.size - n)
+        T, jaxmod = shape.T, shape.jaxmod
+        ins = [jaxmod.inputs(m.plan.args, T) for m in rows]
+        cells = {k: np.stack([i[k] for i in ins]) for k in ins[0]}
+        cells["inst"] = np.array([index[id(m.inst)] for m in rows], dtype=np.int64)
+        cells["key"] = np.stack([cell_key(exp.seed, m.plan.cell) for m in rows])
+        self.exp, self.batch, self.shape, self.cells = exp, batch, shape, cells
+        self.nbytes = 0  # the data and states it holds on the device (set by execute_jax)
+        self.launched: Launched | None = None
+
+    def _args(self) -> tuple:
+        sh = self.shape
+        fmap_cls = type(self.batch[0].inst.fmap)
+        return (sh.jaxmod, sh.static, sh.T, sh.width, fmap_cls, sh.data, self.cells)
+
+    def launch(self) -> None:
+        self.launched = launch_batch(*self._args())
+
+    def finish(self, on_record) -> None:
+        """Wait for the launched rounds, then evaluate and record every cell."""
+        outs, seconds = self.launched.collect()
+        self.launched = None
+        self._record(outs, seconds, on_record)
+
+    def run_limited(self, limit: float, on_record) -> None:
+        t0 = perf_counter()
+        outs = run_batch(*self._args(), limit)
+        self._record(outs, perf_counter() - t0, on_record)
+
+    def _record(self, outs: list, seconds: float, on_record) -> None:
+        from ..numeric_env import one_thread
+
+        sh, n = self.shape, len(self.batch)
+        wall = seconds / n
+        with one_thread():
+            for m, out in zip(self.batch, outs, strict=False):
+                res, reason = guarded(
+                    "fit", sh.jaxmod.result, sh.static, m.plan.args, out, m.inst.fmap, sh.T
+                )
+                on_record(finish(self.exp, m.plan, m.inst, res, reason, wall))
+
+
+def _finish(job: _Batch | None, on_record) -> None:
+    """Evaluate and record ``job``'s cells (nothing for ``None``); ``None``, the new pending."""
+    if job is not None:
+        job.finish(on_record)
+    return None
