@@ -310,7 +310,7 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
     limit = exp.limits.cell_timeout_s
     waves = list(_waves(exp, pending, budget))
     n_inst = max((len(w.instances) for w in waves), default=1)
-    pending: _Batch | None = None
+    in_flight: _Batch | None = None  # launched, its cells not yet evaluated
     for wave in waves:
         shapes: dict[tuple, list[Member]] = {}
         for inst, cells in zip(wave.instances, wave.cells, strict=True):
@@ -348,16 +348,16 @@ def execute_jax(exp: Experiment, pending: list[Cell], on_record, memory: int | N
                 job = _Batch(exp, members[b0 : b0 + cap], index, shape, cap)
                 job.nbytes = data_bytes + job.size * per_cell
                 if limit is not None:  # chunks and a clock: one batch at a time
-                    pending = _finish(pending, on_record)
+                    in_flight = _finish(in_flight, on_record)
                     job.run_limited(limit, on_record)
                     continue
-                if pending is not None and pending.nbytes + job.nbytes > budget:
-                    pending = _finish(pending, on_record)  # two batches would not fit
+                if in_flight is not None and in_flight.nbytes + job.nbytes > budget:
+                    in_flight = _finish(in_flight, on_record)  # two would not fit together
                 job.launch()
-                _finish(pending, on_record)  # evaluated while the device runs ``job``
-                pending = job
+                _finish(in_flight, on_record)  # evaluated while the device runs ``job``
+                in_flight = job
         # a wave's records before the next wave's (whose cells without a jax pass run inline)
-        pending = _finish(pending, on_record)
+        in_flight = _finish(in_flight, on_record)
 
 
 class _Batch:
@@ -411,7 +411,8 @@ class _Batch:
 
 
 def _finish(job: _Batch | None, on_record) -> None:
-    """Evaluate and record ``job``'s cells (nothing for ``None``); ``None``, the new pending."""
+    """Evaluate and record ``job``'s cells (nothing for ``None``). Returns ``None``: no batch in
+    flight any more."""
     if job is not None:
         job.finish(on_record)
     return None
