@@ -52,13 +52,15 @@ take ``--budget`` seconds (default 420 on a GPU) plus what no allowance bounds (
 T = 10⁶ data, compiling): give the command about 9 minutes (``timeout 540``).
 
 Output: ``DIR/gpu.json`` (every figure, machine-readable) and ``DIR/gpu.md`` (the report's
-section), written after every stage (a run stopped from outside keeps what it measured);
-``DIR`` defaults to ``results/bench-gpu``. ``--record`` (GPU figures only) also copies
-the JSON beside the report (``experiments/performance/gpu.json``) and writes the section into the
-report between its markers. ``--from-json`` does the same with a JSON made on another machine: on a
-GPU machine that cannot commit, run it with ``--out`` and bring ``gpu.json`` back. Without a GPU,
-``--record`` re-writes the section from the recorded JSON (or says that none was recorded), since
-``run_bench.py`` writes the report anew.
+section), written after every stage (a run stopped from outside keeps what it measured), and
+``DIR/sg_program.txt``: the optimised XLA program of the T = 10⁵ cell's rounds
+(``compiled.as_text()``), whose kernels a round say where a GPU spends a round. ``DIR`` defaults to
+``results/bench-gpu``. ``--record`` (GPU figures only) also copies the JSON beside the report
+(``experiments/performance/gpu.json``) and writes the section into the report between its markers.
+``--from-json`` does the same with a JSON made on another machine: on a GPU machine that cannot
+commit, run it with ``--out`` and bring ``gpu.json`` back. Without a GPU, ``--record`` re-writes
+the section from the recorded JSON (or says that none was recorded), since ``run_bench.py`` writes
+the report anew.
 
 On a machine whose python already has a CUDA jaxlib (``jax.devices()`` lists a GPU) no install is
 needed: ``PYTHONPATH=. timeout 540 python3 bench/gpu.py --out DIR``; elsewhere
@@ -95,6 +97,8 @@ sys.path.insert(0, str(ROOT))
 
 REPORT = ROOT / "experiments" / "performance" / "REPORT.md"
 RECORD_NAME = "gpu.json"
+PROGRAM_NAME = "sg_program.txt"  # beside gpu.json: the first SG pass's optimised XLA program
+PROGRAM_TEXT: list[Path | None] = [None]  # where jax_pass writes it (set by main)
 BEGIN, END = "<!-- GPU: bench/gpu.py -->", "<!-- end GPU -->"
 SCHEMA = 1
 D_SG, ETA, SCHEDULE = 800, 0.3, "inv_sqrt"
@@ -398,6 +402,10 @@ def jax_pass(ec: EngineCell, cells: dict, limit: float) -> dict:
     t0 = time.perf_counter()
     init_c = init.lower(dd, dc).compile()
     run_c = run.lower(dd, dc, jax.eval_shape(init, dd, dc), 0).compile()
+    if PROGRAM_TEXT[0] is not None and not PROGRAM_TEXT[0].exists():
+        # the first pass timed (the T = 1e5 cell alone): XLA's optimised program, to read its
+        # kernels a round off line
+        PROGRAM_TEXT[0].write_text(run_c.as_text())
     compile_s = time.perf_counter() - t0
     start = time.perf_counter()
     carry = init_c(dd, dc)
@@ -1343,6 +1351,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        PROGRAM_TEXT[0] = out / PROGRAM_NAME
+        PROGRAM_TEXT[0].unlink(missing_ok=True)
 
         def save(stages: dict) -> str:
             R.update(stages=stages, wall_s=clock.elapsed())

@@ -143,6 +143,8 @@ def test_cpu_ok_runs_the_stages_and_records(tmp_path):
     assert R["env"]["device"]["backend"] == "cpu"
     assert R["env"]["search_method"] == "scan"  # on CPU the loop; no comparison made
     assert "search_loop" not in R["stages"]["sg"]
+    program = (out / mod.PROGRAM_NAME).read_text()  # the first SG pass's XLA program
+    assert program.startswith("HloModule") and "while" in program
     S = R["stages"]
     assert set(S) == {"distribution", "sg", "theorem1"}
     assert S["distribution"]["equal"], S["distribution"]
