@@ -486,6 +486,25 @@ def test_a_batch_is_evaluated_while_the_next_one_runs(jax_run, tmp_path, monkeyp
     assert events == []  # run_limited: no launches
 
 
+def test_a_device_error_is_raised_by_collect_not_by_the_waiting_thread(monkeypatch):
+    import threading
+
+    class DeviceError(RuntimeError):
+        pass
+
+    def fail(x):
+        raise DeviceError("out of device memory")
+
+    monkeypatch.setattr(jax, "block_until_ready", fail)
+    monkeypatch.setattr(jax, "device_get", fail)
+    hooked: list = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    launched = jax_runner.Launched(jnp.zeros(3), 1, 0.0)
+    with pytest.raises(DeviceError):
+        launched.collect()
+    assert hooked == []  # the waiting thread printed nothing
+
+
 def test_diverging_setting_is_marked(jax_run):
     runs = _runs(jax_run[1])
     bad = runs[(runs["method"] == "fixed_random") & (runs["eta"] == 60.0)]

@@ -210,15 +210,18 @@ class Launched:
         self._waiter.start()
 
     def _wait(self) -> None:
-        self._jax.block_until_ready(self._carry)
+        try:
+            self._jax.block_until_ready(self._carry)
+        except Exception:  # the device's error: collect() raises it in the caller's thread
+            return
         self._ready.append(perf_counter())
 
     def collect(self) -> tuple[list[tuple], float]:
         """The final state of each cell (numpy), in order, and the batch's training seconds
         (from its start to the moment the device was done)."""
-        jax = setup()
-        out = jax.device_get(self._carry)
         self._waiter.join()
+        jax = setup()
+        out = jax.device_get(self._carry)  # raises the device's error, if any
         self._carry = None
         end = self._ready[0] if self._ready else perf_counter()
         cells = [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(self.n)]
