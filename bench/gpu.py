@@ -234,20 +234,15 @@ def environment(dev: dict, mode: str) -> dict:
             versions[mod] = __import__(mod).__version__
         except ImportError:
             versions[mod] = None
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        if commit and changed:
+        commit = git("rev-parse", "--short", "HEAD")
+        if commit and git("status", "--porcelain", "--untracked-files=no"):
             commit += " with changes not committed"
     except (OSError, subprocess.SubprocessError):
         commit = ""
@@ -1183,7 +1178,7 @@ def render(R: dict | None) -> list[str]:
         ):
             r = f1.get(k, {})
             if "wall_s" in r:
-                split = " | ".join(f"{r[k]:.1f}" if k in r else "–" for k in ("train_s", "eval_s"))
+                split = " | ".join(f"{r[q]:.1f}" if q in r else "–" for q in ("train_s", "eval_s"))
                 L.append(
                     f"| {label} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['jobs']} | {split} |"
                 )

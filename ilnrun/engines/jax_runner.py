@@ -220,12 +220,15 @@ class Launched:
         """The final state of each cell (numpy), in order, and the batch's training seconds
         (from its start to the moment the device was done)."""
         self._waiter.join()
-        jax = setup()
-        out = jax.device_get(self._carry)  # raises the device's error, if any
+        out = self._jax.device_get(self._carry)  # raises the device's error, if any
         self._carry = None
         end = self._ready[0] if self._ready else perf_counter()
-        cells = [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(self.n)]
-        return cells, end - self.start
+        return _per_cell(self._jax, out, self.n), end - self.start
+
+
+def _per_cell(jax, out, n: int) -> list[tuple]:
+    """A batch's final state (numpy, first axis the batch) as the state of each of ``n`` cells."""
+    return [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(n)]
 
 
 def launch_batch(
@@ -278,9 +281,7 @@ def run_batch(
             jax.block_until_ready(carry)
             if perf_counter() - start > limit:
                 break
-    out = jax.device_get(carry)
-    n = len(cells["inst"])
-    return [jax.tree_util.tree_map(lambda v, j=j: v[j], out) for j in range(n)]
+    return _per_cell(jax, jax.device_get(carry), len(cells["inst"]))
 
 
 @dataclass(frozen=True)
