@@ -54,6 +54,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from .stopping import deferred
 
@@ -161,13 +162,15 @@ def _cache_class() -> type:
     class CheckedCache(FunctionCache):
         """A function's cache whose damaged files are rebuilt and whose saves are locked."""
 
-        def __init__(self, py_func: Callable, suffix: str = SUFFIX) -> None:
+        def __init__(self, py_func: Callable, suffix: str = SUFFIX, link_only=None) -> None:
             super().__init__(py_func)
             self._cache_file = CheckedFile(
                 cache_path=self._cache_path,
                 filename_base=self._impl.filename_base + suffix,
                 source_stamp=self._impl.locator.get_source_stamp(),
             )
+            if link_only is not None:  # an internal kernel's: saved and loaded as LLVM IR
+                self._impl.rebuild = functools.partial(link_only.rebuild, self._impl.rebuild)
 
         def load_overload(self, sig, target_context):
             try:
@@ -252,21 +255,26 @@ def jit(
     import numba
 
     options = {**OPTIONS, **options}
+    link_only = None
     if internal:
         twin = python or jit(f, _suffix=SUFFIX + "py", **options)
         options["no_cpython_wrapper"] = True
+        link_only = _link_only()
+        if link_only is not None:
+            options["pipeline_class"] = link_only.Compiler
     suffix = options.pop("_suffix", SUFFIX)
     dispatcher = numba.njit(**options)(f)
     if internal:
         dispatcher.__class__ = _internal_class(type(dispatcher))
         dispatcher._python_twin = twin
     try:
-        cache = _cache_class()(dispatcher.py_func, suffix)
+        cache = _cache_class()(dispatcher.py_func, suffix, link_only)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         return _uninterrupted(dispatcher)
     except (ImportError, AttributeError, TypeError):  # a numba whose cache classes differ
         if internal:  # (no twin's cache apart from this one's)
             options.pop("no_cpython_wrapper")
+            options.pop("pipeline_class", None)
         return _uninterrupted(numba.njit(cache=True, **options)(f))
     dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
     return _uninterrupted(dispatcher)
@@ -300,6 +308,137 @@ def _internal_class(base: type) -> type:
 
     Internal.__name__ = Internal.__qualname__ = f"Internal{base.__name__}"
     return Internal
+
+
+@functools.cache
+def _link_only():
+    """What compiles an internal kernel (:func:`jit`) to LLVM IR only, or ``None`` on a numba
+    whose compiler classes differ (the kernel is then compiled as numba does). The result has
+    ``Compiler`` (numba's ``pipeline_class``), ``Library`` and ``rebuild`` (the cache's).
+
+    Why: numba compiles each function into a library of its own, optimises it and generates its
+    machine code; a caller links in the IR of the libraries it calls (to inline them), optimises
+    the whole and generates machine code for all of it. An internal kernel's own machine code
+    is never run (only its callers', which carry its code). Here an internal kernel's library is
+    linked and optimised as numba does, but never handed to LLVM's JIT: about 0.4-0.5 CPU-s less
+    in a first compilation of a map family's passes (``bench/first_compile.py``, alternated
+    pairs). It is cached as that IR (numba's ``"bitcode"`` form, which numba itself would load
+    by generating machine code). Its callers link the IR as the optimiser left it; before, they
+    linked it as the JIT's code generator had left it (it prepares a module in place), so their
+    machine code differs a little: the same numbers (the golden and compiled-against-numpy
+    tests, figure1's ``runs.csv``), the passes as fast within the machine's noise. Its
+    environment (numba's per-function object, which compiled code reads only to raise an
+    exception with values computed at run time or to call into Python: no kernel does) is set
+    where it lives, in its callers' code, once they are compiled (:func:`_set_envs`)."""
+    try:
+        from numba.core import compiler, typed_passes
+        from numba.core.codegen import JITCodeLibrary
+        from numba.core.compiler_machinery import LoweringPass, register_pass
+    except ImportError:
+        return None
+
+    class Library(JITCodeLibrary):
+        """A library whose IR callers link, with no machine code of its own."""
+
+        def _finalize_final_module(self) -> None:  # numba's, less the JIT's part
+            self._finalize_dynamic_globals()
+            self._verify_declare_only_symbols()
+            self._finalized = True
+
+        def get_pointer_to_function(self, name: str) -> int:
+            self._ensure_finalized()
+            return 0  # (numba's answer for a symbol the library does not define)
+
+        @property
+        def codegen(self):  # what numba's get_executable and cache loads set environments on
+            return _Envs(self._codegen)
+
+        def serialize_using_object_code(self) -> tuple:
+            return (self.name, "bitcode", self._get_module_for_linking().as_bitcode())
+
+    class _Envs:
+        """``library.codegen`` of a :class:`Library`: its environment has no machine code of
+        this library to live in (:func:`_set_envs` sets it in the callers')."""
+
+        def __init__(self, codegen) -> None:
+            self._codegen = codegen
+
+        def set_env(self, env_name: str, env) -> None:
+            pass
+
+        def __getattr__(self, name: str):
+            return getattr(self._codegen, name)
+
+    @register_pass(mutates_CFG=False, analysis_only=True)
+    class UseLibrary(LoweringPass):
+        """Lowering into a :class:`Library` (numba's lowering makes a plain one where the
+        state has none)."""
+
+        _name = "ilnrun_link_only_library"
+
+        def __init__(self) -> None:
+            LoweringPass.__init__(self)
+
+        def run_pass(self, state) -> bool:
+            if state.library is None:
+                state.library = Library(state.targetctx.codegen(), state.func_id.func_qualname)
+            return False
+
+    class Compiler(compiler.Compiler):
+        """numba's compiler, lowering into a :class:`Library`."""
+
+        def define_pipelines(self) -> list:
+            pipelines = super().define_pipelines()
+            for pm in pipelines:
+                pm.add_pass_after(UseLibrary, typed_passes.AnnotateTypes)
+                pm.finalize()
+            return pipelines
+
+    def rebuild(numba_rebuild: Callable, target_context, payload):
+        """A cached internal kernel rebuilt from its IR into a :class:`Library` (numba's own
+        rebuild, with the codegen making that class of library meanwhile; it runs under numba's
+        compiler lock). A file of machine code (an older ilnrun's) is loaded as numba does."""
+        if payload[0][1] != "bitcode":
+            return numba_rebuild(target_context, payload)
+        codegen = target_context.codegen()
+        own = vars(codegen).get("_library_class")  # (numba sets it on the class)
+        codegen._library_class = Library
+        try:
+            return numba_rebuild(target_context, payload)
+        finally:
+            if own is None:
+                del codegen._library_class
+            else:
+                codegen._library_class = own
+
+    return SimpleNamespace(Compiler=Compiler, Library=Library, rebuild=rebuild)
+
+
+def _set_envs(dispatcher) -> None:
+    """Each numba environment a compiled kernel's code refers to, set where that code reads it.
+
+    numba sets a function's environment (a global of its machine code) when it compiles the
+    function, and, for a function loaded from the cache, those of the functions it calls. A
+    caller compiled here carries the code of internal kernels (:func:`_link_only`), whose
+    environments exist nowhere else: set here, once per library, after each compilation of a
+    kernel that has machine code. Setting one numba set already writes the same pointer."""
+    from numba.core.environment import lookup_environment
+
+    link_only = _link_only()
+    if link_only is None:
+        return
+    for cres in list(getattr(dispatcher, "overloads", {}).values()):
+        library = cres.library
+        if getattr(library, "_ilnrun_envs_set", False) or isinstance(library, link_only.Library):
+            continue
+        library._ilnrun_envs_set = True
+        codegen = library._codegen
+        for gv in library._final_module.global_variables:
+            if not gv.name.startswith("_ZN08NumbaEnv"):
+                continue
+            env = lookup_environment(gv.name)
+            if env is not None and codegen._engine.is_symbol_defined(gv.name):
+                codegen.set_env(gv.name, env)
 
 
 @contextmanager
@@ -370,13 +509,19 @@ def _uninterrupted(dispatcher):
     both happen, for every call with new argument types) run in a
     :func:`~ilnrun.stopping.deferred` block: a SIGINT or SIGTERM that lands there stops the run
     when the compilation is done, not half-way through LLVM's JIT; without the garbage
-    collector's passes (:func:`_no_gc`); and in a thread of their own (:func:`_in_own_thread`)."""
+    collector's passes (:func:`_no_gc`); and in a thread of their own (:func:`_in_own_thread`).
+    After a kernel with machine code is compiled, the environments its code carries are set
+    (:func:`_set_envs`)."""
     compile_ = dispatcher.compile
+    internal = hasattr(dispatcher, "_python_twin")
 
     @functools.wraps(compile_)
     def compile(sig):
         with deferred(), _no_gc():
-            return _in_own_thread(compile_, sig)
+            entry = _in_own_thread(compile_, sig)
+            if not internal:
+                _set_envs(dispatcher)
+            return entry
 
     dispatcher.compile = compile
     return dispatcher

@@ -291,3 +291,83 @@ def test_a_kernel_and_its_callee_compile_in_one_thread_of_their_own():
     with ev.install_listener("numba:compile", Listener()):
         assert kernel(1.0) == 3.0
     assert sorted(seen) == [("add_one", "ilnrun-compile"), ("add_two", "ilnrun-compile")]
+
+
+LINKED = """
+from ilnrun.compiled_cache import jit
+
+
+def _half(x):
+    if x < 0.0:
+        raise ValueError("negative", x)  # a dynamic exception: compiled code reads the environment
+    return 0.5 * x
+
+
+half = jit(_half, internal=True)
+
+
+def _first(x):
+    return half(x) + 1.0
+
+
+def _second(x):
+    return half(x) + 2.0
+
+
+def _third(x):
+    return half(x) + 3.0
+
+
+first, second, third = jit(_first), jit(_second), jit(_third)
+"""
+
+LINKED_RUN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import linked
+from ilnrun.compiled_cache import _link_only
+
+callers = [getattr(linked, name) for name in sys.argv[2:]]
+out = []
+for k, f in enumerate(callers):
+    out.append(f(3.0))
+    try:
+        f(-1.0 - k)
+    except ValueError as exc:
+        out.append(exc.args)
+(cres,) = linked.half.overloads.values()
+library = cres.library
+engine = library._codegen._engine
+out.append(type(library) is _link_only().Library)
+out.append(library._final_module in engine._ee._modules)  # (handed to the JIT: machine code)
+out.append(sum(linked.half.stats.cache_hits.values()))
+print(repr(out))
+"""
+
+
+def test_an_internal_kernel_is_ir_only_and_its_callers_raise_from_it(tmp_path):
+    """An internal kernel (``jit(internal=True)``) is compiled to IR that its callers link, with
+    no machine code of its own (nothing the JIT defines under its name), cached as that IR and
+    linked from the cache into a caller compiled in a later process. A dynamic exception raised
+    in it (compiled code that reads the kernel's numba environment, which exists only in its
+    callers' code) reaches Python with its arguments from each caller, the one compiled after
+    the cache load included."""
+    (tmp_path / "linked.py").write_text(LINKED)
+    env = {**_env(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def run(*callers: str) -> list:
+        proc = subprocess.run(
+            [sys.executable, "-c", LINKED_RUN, str(tmp_path), *callers],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return eval(proc.stdout)  # (the list printed by LINKED_RUN)
+
+    cold = run("first", "second")
+    assert cold[:4] == [2.5, ("negative", -1.0), 3.5, ("negative", -2.0)]
+    assert cold[4:] == [True, False, 0]
+    warm = run("third")  # half loaded from the cache, linked into a caller compiled anew
+    assert warm == [4.5, ("negative", -1.0), True, False, 1]

@@ -2,9 +2,9 @@
 one signature, never for a constant argument's value; none of numba's own functions twice for
 one signature (kernels whose numba options differ compile them again); no shape-mismatch error
 (numba compiles its message formatting for every array assigned to a slice); no random-net
-code and no coordinate draws for ReLU features; no CPython wrapper for a kernel that only
-compiled code calls. Checked on an empty compilation cache, in a fresh interpreter, with
-numba's own record of what it compiles (no time is measured)."""
+code and no coordinate draws for ReLU features; no CPython wrapper, and no machine code of its
+own, for a kernel that only compiled code calls. Checked on an empty compilation cache, in a
+fresh interpreter, with numba's own record of what it compiles (no time is measured)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,17 @@ with one_thread():
     fr(X, y, fmap, np.random.default_rng(4), eta=0.05, r=20)
     fr(X, y, fmap, np.random.default_rng(5), solver="ridge", lam=0.1, r=20)
     fr(X, y, fmap, np.random.default_rng(6), solver="ridge", lam=0.1, r=80)
-print(json.dumps(compiled))
+# per kernel compiled: its name, whether it is internal, whether its code went to the JIT
+import gc
+from numba.core.registry import CPUDispatcher
+machine = [
+    (d.py_func.__qualname__, hasattr(d, "_python_twin"),
+     cres.library._final_module in cres.library._codegen._engine._ee._modules)
+    for d in gc.get_objects()
+    if isinstance(d, CPUDispatcher) and d.py_func.__module__.startswith("ilnrun.")
+    for cres in d.overloads.values()
+]
+print(json.dumps({"compiled": compiled, "machine": machine}))
 """
 
 
@@ -83,7 +93,8 @@ def _last_json(code: str, cache) -> object:
 
 @pytest.mark.skipif(not kernels.available(), reason="numba is not available")
 def test_a_relu_run_compiles_each_kernel_once(tmp_path):
-    compiled = _last_json(CODE, tmp_path)
+    out = _last_json(CODE, tmp_path)
+    compiled = out["compiled"]
     ours = [(name, args) for name, args, _, _ in compiled if name.startswith("ilnrun.")]
     names = [name for name, _ in ours]
     assert "ilnrun.learners.shrinking_gradient_kernels.sg_rounds" in names  # compiled here
@@ -114,6 +125,15 @@ def test_a_relu_run_compiles_each_kernel_once(tmp_path):
          and parent.startswith("ilnrun.") and wrapper and "<locals>" not in n}
     )  # fmt: skip
     assert wrapped == [], f"a CPython wrapper for kernels compiled code calls: {wrapped}"
+    # nor machine code of its own: its callers carry its code (compiled_cache._link_only)
+    internal = {n for n, is_internal, _ in out["machine"] if is_internal}
+    assert len(internal) > 20
+    with_code = sorted({n for n, is_internal, code in out["machine"] if is_internal and code})
+    assert with_code == [], f"machine code of internal kernels: {with_code}"
+    entries = {n for n, _, _, wrapper in compiled if wrapper and n.startswith("ilnrun.")}
+    assert {f"{n}" for n, _, code in out["machine"] if code} >= {
+        e.rsplit(".", 1)[1] for e in entries
+    }  # every kernel Python calls has its machine code
 
 
 # One learner at a time: each learner's self-check compiles only what that learner runs.
