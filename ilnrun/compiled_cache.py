@@ -35,7 +35,8 @@ What it does not guarantee, and this module adds:
 
 What is compiled: every kernel with the same numba options (:data:`OPTIONS`, numba's own
 functions then compiled once for all of them); a kernel that only compiled code calls without a
-CPython wrapper (``jit(internal=True)``: its Python calls go to a twin). None of this changes a
+CPython wrapper (``jit(internal=True)``: its Python calls go to a twin) and without machine code
+of its own (its callers carry its code: :func:`_link_only`). None of this changes a
 number: the options are those of numba's defaults but for the GIL, which the kernels release,
 and the C-callable wrapper, which nothing calls. A compilation (or cache load) runs with
 Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
