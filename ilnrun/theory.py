@@ -113,11 +113,12 @@ def best_in_ball_loss_primal(Phi: np.ndarray, c: float, y: np.ndarray, B: float)
 # Shrinking Gradient's exact online predictions
 
 
-def _replay_kernel(K, alpha_new, shrinks_before, out):  # pragma: no cover - compiled
+def _replay_kernel(K, alpha_new, shrinks_before, out, coef):  # pragma: no cover - compiled
     """``out[t] = sum_{i<t} K[t, i] coef_i`` with ``coef_i = alpha_i 4^-(K_t - K_i)`` kept up to
-    date: appended at round i, all multiplied by ``4^-gap`` at a shrink (exact: a power of 2)."""
+    date: appended at round i, all multiplied by ``4^-gap`` at a shrink (exact: a power of 2).
+    ``coef``: zeros of ``alpha_new``'s length (made by the caller: numba compiles its
+    ``np.zeros`` as functions of their own)."""
     n = len(alpha_new)
-    coef = np.zeros(n)
     for t in range(n):
         acc = 0.0
         for i in range(t):
@@ -132,11 +133,11 @@ def _replay_kernel(K, alpha_new, shrinks_before, out):  # pragma: no cover - com
                     coef[i] *= f
 
 
-def _replay_primal(Phi, c, alpha_new, shrinks_before, out):  # pragma: no cover - compiled
+def _replay_primal(Phi, c, alpha_new, shrinks_before, out, v):  # pragma: no cover - compiled
     """``out[t] = c v . phi(x_t)`` with ``v = sum_{i<t} alpha_i 4^-(K_t - K_i) phi(x_i)``:
-    after round t, ``v += alpha_t phi(x_t)``, then ``v *= 4^-gap`` at a shrink."""
+    after round t, ``v += alpha_t phi(x_t)``, then ``v *= 4^-gap`` at a shrink. ``v``: zeros of
+    ``Phi``'s width (made by the caller, as :func:`_replay_kernel`'s ``coef``)."""
     n, p = len(alpha_new), Phi.shape[1]
-    v = np.zeros(p)
     for t in range(n):
         acc = 0.0
         for j in range(p):
@@ -154,10 +155,9 @@ def _replay_primal(Phi, c, alpha_new, shrinks_before, out):  # pragma: no cover 
                     v[j] *= f
 
 
-def _replay_kernel_numpy(K, alpha_new, shrinks_before, out) -> None:
+def _replay_kernel_numpy(K, alpha_new, shrinks_before, out, coef) -> None:
     """:func:`_replay_kernel` with numpy rows (where numba cannot be imported)."""
     n = len(alpha_new)
-    coef = np.zeros(n)
     gaps = np.diff(shrinks_before)
     for t in range(n):
         out[t] = K[t, :t] @ coef[:t]
@@ -167,10 +167,9 @@ def _replay_kernel_numpy(K, alpha_new, shrinks_before, out) -> None:
                 coef[: t + 1] *= 0.25 ** gaps[t]
 
 
-def _replay_primal_numpy(Phi, c, alpha_new, shrinks_before, out) -> None:
+def _replay_primal_numpy(Phi, c, alpha_new, shrinks_before, out, v) -> None:
     """:func:`_replay_primal` with numpy rows (where numba cannot be imported)."""
     n = len(alpha_new)
-    v = np.zeros(Phi.shape[1])
     gaps = np.diff(shrinks_before)
     for t in range(n):
         out[t] = c * (v @ Phi[t])
@@ -211,6 +210,7 @@ def sg_exact_online_predictions(
         np.ascontiguousarray(alpha_new, dtype=np.float64),
         np.ascontiguousarray(shrinks_before, dtype=np.int64),
         out,
+        np.zeros(n),
     )
     return out
 
@@ -230,6 +230,7 @@ def sg_exact_online_predictions_primal(
         np.ascontiguousarray(alpha_new, dtype=np.float64),
         np.ascontiguousarray(shrinks_before, dtype=np.int64),
         out,
+        np.zeros(Phi.shape[1]),
     )
     return out
 

@@ -80,7 +80,7 @@ def _fresh_replay(cache: Path, monkeypatch) -> tuple[object, np.ndarray]:
     n = 30
     out = np.zeros(n)
     shrinks = np.sort(rng.integers(0, 3, n)).astype(np.int64)
-    kernel(A @ A.T, rng.standard_normal(n), shrinks, out)
+    kernel(A @ A.T, rng.standard_normal(n), shrinks, out, np.zeros(n))
     return kernel, out
 
 

@@ -205,6 +205,26 @@ def test_the_self_check_passes():
     assert ek.agrees(base._numpy_estimate)
 
 
+@needs_numba
+@pytest.mark.parametrize("where", ["btpe", "state", "signed"])
+def test_the_self_check_fails_where_numpy_draws_otherwise(where):
+    """The self-check compares estimates and the generator's state after them: a reference that
+    draws its counts in another order only where the binomials are BTPE's (``m = 700``), one that
+    draws one number more, or one whose signed case differs, is told apart."""
+
+    def reference(alpha, X, X_eval, fmap, m, rng, chunk_pairs):
+        if where == "btpe" and m == 700:
+            chunk_pairs = 10**6  # every row's counts in one call: another order of draws
+        out = base._numpy_estimate(alpha, X, X_eval, fmap, m, rng, chunk_pairs)
+        if where == "state" and m == 7:
+            rng.random()
+        if where == "signed" and np.any(alpha < 0):
+            out[-1] = np.nextafter(out[-1], np.inf)
+        return out
+
+    assert not ek.agrees(reference)
+
+
 def test_disagreeing_build_runs_numpy(monkeypatch, capsys):
     """A build whose compiled draws or estimates differ runs the numpy code, with one note."""
     monkeypatch.setattr(ek, "_AGREES", [])

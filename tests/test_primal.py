@@ -89,11 +89,11 @@ def test_sg_replay_primal_compiled_and_einsum_agree(B, T):
     ):
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * scale)
     for replay, args in (  # the numpy forms that run where numba cannot be imported
-        (theory._replay_kernel_numpy, (K, a, Ks)),
-        (theory._replay_primal_numpy, (d.X_train, 1.0 / D, a, Ks)),
+        (theory._replay_kernel_numpy, (K, a, Ks, np.zeros(len(a)))),
+        (theory._replay_primal_numpy, (d.X_train, 1.0 / D, a, Ks, np.zeros(D))),
     ):
         out = np.zeros(len(a))
-        replay(*args, out)
+        replay(*args[:-1], out, args[-1])
         np.testing.assert_allclose(out, want, rtol=RTOL, atol=RTOL * scale)
 
 

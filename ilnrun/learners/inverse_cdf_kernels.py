@@ -42,7 +42,7 @@ from .estimate_draws import (
     splitmix64,
     upper_uniforms,
 )
-from .shrinking_gradient_kernels import ZERO, _jit, pairwise_sum
+from .shrinking_gradient_kernels import ZERO, _jit, empty, pairwise_sum
 
 S27, S30, S31, S32 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(32)
 
@@ -113,7 +113,8 @@ def block_scratch(n, m):
     and its scratch: the uniforms, coordinates and indices of its draws, one row's products."""
     block = max(1, BLOCK_PAIRS // m)
     size = min(block, n) * m
-    return block, np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64), np.empty(m)
+    f8, i8 = np.float64, np.int64
+    return block, empty(size, f8), empty(size, i8), empty(size, i8), empty(m, f8)
 
 
 @_jit
@@ -192,8 +193,8 @@ def drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rn
     ``(sgn_i psi(x_i; w)) psi(x; w)`` in draw order and ``|alpha|_1 (pairwise sum / m)``."""
     rows, d = len(idx) // m, X_eval.shape[1]
     wi, Wf = kernels.draw_w(rng, kind, d, rows * m, param, net, None)  # (coord: not coordinate)
-    ii, pts, order = np.empty(m, np.int64), np.empty(m, np.int64), np.arange(m)
-    prod, pe = np.empty(m), np.empty(m)
+    ii, pts, order = empty(m, np.int64), empty(m, np.int64), np.arange(m)
+    prod, pe = empty(m, np.float64), empty(m, np.float64)
     for r in range(rows):
         for k in range(m):
             ii[k] = idx[r * m + k]

@@ -246,6 +246,58 @@ if numba is not None:
         return numba.types.void(W, intp, intp, x, out), codegen
 
     @_intrinsic
+    def empty(typingctx, shape, dtype):
+        """``np.empty(shape, dtype)`` in C order (``shape`` an integer or a tuple of integers,
+        ``dtype`` a numpy scalar type such as ``np.float64``): the code numba's ``np.empty``
+        lowers to (``arrayobj._parse_empty_args``, its check of negative sizes, and
+        ``arrayobj._empty_nd_impl``, its allocation), in place. numba compiles its ``np.empty``
+        as a function of its own, with its own machine code, for every signature and every set
+        of options of its callers: 7 to 11 of them in a first compilation of a map family's
+        passes, about 0.03 CPU-s each."""
+        from numba.np import arrayobj
+
+        if isinstance(shape, numba.types.Integer):
+            ndim = 1
+        elif isinstance(shape, numba.types.UniTuple) and isinstance(
+            shape.dtype, numba.types.Integer
+        ):
+            ndim = shape.count
+        else:
+            return None
+        if not isinstance(dtype, numba.types.NumberClass):
+            return None
+        arrty = numba.types.Array(dtype.instance_type, ndim, "C")
+
+        def codegen(context, builder, signature, args):
+            _, shapes = arrayobj._parse_empty_args(context, builder, signature, args)
+            return arrayobj._empty_nd_impl(context, builder, arrty, shapes)._getvalue()
+
+        return arrty(shape, dtype), codegen
+
+    @_intrinsic
+    def flat(typingctx, X):
+        """``X.reshape(X.size)`` of a C-contiguous array: a 1-d view of its numbers (the same
+        memory, kept alive by the view), made in place. numba's ``reshape`` and ``ravel``
+        compile functions of their own for every caller."""
+        from numba.core.imputils import impl_ret_borrowed
+        from numba.np import arrayobj
+
+        if not (isinstance(X, numba.types.Array) and X.layout == "C"):
+            return None
+        retty = numba.types.Array(X.dtype, 1, "C")
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(X)(context, builder, args[0])
+            out = context.make_array(retty)(context, builder)
+            arrayobj.populate_array(
+                out, data=ary.data, shape=[ary.nitems], strides=[ary.itemsize],
+                itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent,
+            )  # fmt: skip
+            return impl_ret_borrowed(context, builder, retty, out._getvalue())
+
+        return retty(X), codegen
+
+    @_intrinsic
     def yield_cpu(typingctx):
         """Let another thread run on this core (``sched_yield``): a waiting thread's courtesy."""
 
@@ -278,6 +330,14 @@ else:
 
     def yield_cpu():
         """(numba absent: never called)"""
+
+    def empty(shape, dtype):
+        """``np.empty(shape, dtype)`` (numba absent: never called)"""
+        return np.empty(shape, dtype)
+
+    def flat(X):
+        """``X.reshape(X.size)`` (numba absent: never called)"""
+        return X.reshape(X.size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -346,10 +406,10 @@ def pairwise_sum(a, lo, n):
     ``h = n // 2 - (n // 2) % 8`` into ``sum(first h) + sum(rest)``, recursively; blocks of at
     most 128 by :func:`block_sum`. (The recursion is unrolled onto a stack: numba's cache does
     not keep recursive functions.)"""
-    los = np.empty(64, np.int64)
-    ns = np.empty(64, np.int64)
-    left_done = np.empty(64, np.int64)  # (0 / 1: numba compiles bool arrays' code for seconds)
-    left = np.empty(64)
+    los = empty(64, np.int64)
+    ns = empty(64, np.int64)
+    left_done = empty(64, np.int64)  # (0 / 1: numba compiles bool arrays' code for seconds)
+    left = empty(64, np.float64)
     sp = 0  # split blocks waiting for their halves
     lo_k, k = lo, n
     while True:
@@ -411,7 +471,7 @@ def draw_phases(rng, n):
     and stream), which the passes compile anyway: numba's ``uniform`` is three more functions."""
     low, high = 0.0, 2.0 * np.pi
     scale = high - low
-    out = np.empty(n)
+    out = empty(n, np.float64)
     for i in range(n):
         out[i] = low + scale * draw_random(rng)
     return out
@@ -424,26 +484,26 @@ def draw_w(rng, kind, d, n, param, net, coord):
     column; random-net: ``W`` row-major, then ``v``). Each map's code sits under an argument
     that is ``None`` for the other maps (:func:`map_coord`): numba compiles the map's own."""
     if coord is not None:  # coordinate features
-        return draw_indices(rng, d, n), np.empty((0, 0))
+        return draw_indices(rng, d, n), empty((0, 0), np.float64)
     if param is None:  # (not reached: coordinate features have coord)
-        return np.empty(0, np.int64), np.empty((0, 0))
+        return empty(0, np.int64), empty((0, 0), np.float64)
     if net is not None:
         h = np.int64(net)
-        return np.empty(0, np.int64), draw_gaussian(rng, n, h * d + h)
+        return empty(0, np.int64), draw_gaussian(rng, n, h * d + h)
     if kind == RELU:
-        return np.empty(0, np.int64), draw_gaussian(rng, n, d)
+        return empty(0, np.int64), draw_gaussian(rng, n, d)
     # the draws of FeatureMap.sample in its order (the Gaussian rows, then the phases), stored
     # by loops: an array assigned to a slice compiles numba's shape-mismatch error (its message
     # formatting) once per assignment, seconds of a first compilation
     g = draw_gaussian(rng, n, d)
-    Wf = np.empty((n, d + 1))
+    Wf = empty((n, d + 1), np.float64)
     for i in range(n):
         for c in range(d):
             Wf[i, c] = g[i, c] / param
     phases = draw_phases(rng, n)
     for i in range(n):
         Wf[i, d] = phases[i]
-    return np.empty(0, np.int64), Wf
+    return empty(0, np.int64), Wf
 
 
 @_jit(internal=True)
@@ -453,7 +513,7 @@ def columns(A, lo, hi, cols):
     reshaped, by loops (the same numbers; numba compiles loops in a fraction of the time it
     takes for ``ascontiguousarray`` and ``reshape``)."""
     n, w = A.shape[0], hi - lo
-    flat = np.empty(n * w)
+    flat = empty(n * w, np.float64)
     for i in range(n):
         for c in range(w):
             flat[i * w + c] = A[i, lo + c]
@@ -517,7 +577,7 @@ def net_point(x, W, V, lo, hi, d, h, out):
     per draw, C-contiguous) and ``V`` (a row ``v`` per draw), as ``RandomNet.point`` forms them:
     ``W x`` by one BLAS call (:func:`wx`), ``v . relu(W x)`` by :func:`einsum_dot`."""
     n = hi - lo
-    pre = np.empty(n * h)
+    pre = empty(n * h, np.float64)
     wx(x, W, lo * h, hi * h, pre)
     root_h = math.sqrt(h)
     for j in range(n):
@@ -555,21 +615,21 @@ def psi_point(kind, param, net, coord, x, wi, Wf, d):
     as numpy)."""
     n = Wf.shape[0]
     if coord is not None:  # coordinate features: x[wi]
-        v = np.empty(len(wi))
+        v = empty(len(wi), np.float64)
         for j in range(len(wi)):
             v[j] = x[wi[j]]
         return v
     if param is None:  # (not reached: coordinate features have coord)
-        return np.empty(0)
+        return empty(0, np.float64)
     if net is not None:
         h = np.int64(net)
-        v = np.empty(n)
+        v = empty(n, np.float64)
         # the output weights contiguous, as the Doubly SGD / Fixed-Random passes store them:
         # one compiled net_point for both
         W, V = columns(Wf, ZERO, h * d, d), columns(Wf, h * d, h * d + h, h)
         net_point(x, W, V, ZERO, n, d, h, v)
         return v
-    v = np.empty(n)
+    v = empty(n, np.float64)
     if kind == RELU:
         blas_gemv(Wf, ZERO, n, x, v)
         for j in range(len(v)):
@@ -695,7 +755,7 @@ def block_search(
         for k in range(lo, hi):
             u[k] = (k / m + r) * total
     top1 = float(top + 1)
-    Xf = X.reshape(X.size)  # (C-contiguous: sg_rounds' caller makes it so)
+    Xf = flat(X)  # (C-contiguous: sg_rounds' caller makes it so)
     base = X.ctypes.data
     for c0 in range(lo, hi + PREFETCH_AHEAD, PREFETCH_AHEAD):
         c1 = c0 + PREFETCH_AHEAD
@@ -785,7 +845,7 @@ def run_blocks(work, X, cum, sgn, G, m, nb, systematic):
     :func:`block_search`) until none is left to claim. A claimed block holds the round open
     (``DONE`` stays short of ``nb``), so the round's numbers read after the claim are its own."""
     u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
-    Wf = np.empty((0, 0))
+    Wf = empty((0, 0), np.float64)
     while atomic_load(ctl, NEXT) < nb:
         b = atomic_add(ctl, NEXT, 1)
         if b >= nb:
@@ -826,12 +886,11 @@ def sg_worker(work, X, cum, sgn, G, m, nb, systematic):
 @_jit(internal=True)
 def scratch(m):
     """Work arrays of ``m`` numbers for :func:`sg_rounds` and :func:`chunk_estimates_compiled`:
-    three of float64, three of int64, and an empty 2-D ``Wf``. (Allocated here, not in those
-    two: numba compiles its ``np.empty`` once for each set of options of the functions calling
-    it, and the other kernels that allocate arrays of these kinds are internal ones.)"""
+    three of float64, three of int64, and an empty 2-D ``Wf``."""
+    f8, i8 = np.float64, np.int64
     return (
-        np.empty(m), np.empty(m), np.empty(m), np.empty(m, np.int64), np.empty(m, np.int64),
-        np.empty(m, np.int64), np.empty((0, 0)),
+        empty(m, f8), empty(m, f8), empty(m, f8), empty(m, i8), empty(m, i8), empty(m, i8),
+        empty((0, 0), f8),
     )  # fmt: skip
 
 
@@ -864,14 +923,14 @@ def sg_rounds(
     # work space of the rounds: keys, products, psi(x_t; w), the indices
     if work is not None:
         u, psi, hs, signed, wi, jt, starts, ends, ctl, ctlf = work
-        Wf = np.empty((0, 0))
+        Wf = empty((0, 0), np.float64)
         ih, il = stream[2], stream[3]
     else:
         u, signed, psi, hs, wi, _, Wf = scratch(m)
         if stream is not None:
             ih, il = stream[2], stream[3]
             jt = pcg.jump_table(ih, il)
-            starts, ends = np.empty((1, 6), np.uint64), np.empty((1, 5), np.uint64)
+            starts, ends = empty((1, 6), np.uint64), empty((1, 5), np.uint64)
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
         y_t = y[t]
