@@ -228,7 +228,7 @@ def doubles(sh, sl, ih, il, jt, scale, out, lo, hi):
     return h3, l3
 
 
-@_jit(inline="always")
+@_jit(internal=True)
 def next_double(pcg):
     """One ``random()`` from the state array ``pcg`` (:func:`state_of`'s form), advanced in
     place: ``(next64 >> 11) 2**-53``."""
@@ -327,7 +327,7 @@ def bounded(sh, sl, ih, il, has, buf, jt, d, out, lo, hi):
     return sh, sl, has, buf, used + (k0 - lo)
 
 
-@_jit(inline="always")
+@_jit(internal=True)
 def integers(pcg, jt, d, out, lo, hi):
     """``out[lo:hi]``: numpy's ``integers(0, d, hi - lo)`` (``1 <= d <= MAX_BOUND``) from the
     state array ``pcg`` (:func:`state_of`'s form), advanced in place; ``jt`` its
