@@ -31,7 +31,7 @@ Native thread pools (BLAS) run one thread, as in every cell.
    configs/figure1_paper_grid.yaml`` (fresh processes, median of 7); and the first compilation
    of each feature-map family (``bench/first_compile.py``: CPU seconds of a run on an empty
    numba cache less those of the same run on the cache it filled; median of 2, one family with
-   ``--quick``).
+   ``--quick``), with ``--figure1`` the code of ``--against`` too, alternated with this code's.
 """
 
 from __future__ import annotations
@@ -253,6 +253,18 @@ OPT_IN = "this code, compiled, warm cache, `--set " + OPT_IN_SET + "`"
 IDENTICAL = {True: "yes", False: "**no**", None: "— (another stream)"}
 
 
+def checkout(rev: str, where: Path) -> tuple[str, Path]:
+    """The files of git revision ``rev`` extracted into ``where`` (``git archive``); returns
+    ``("REV (SHA)", where)``."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, text=True, capture_output=True
+    ).stdout.strip()
+    where.mkdir(parents=True)
+    tar = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(where)], input=tar.stdout, check=True)
+    return f"{rev} ({sha})", where
+
+
 def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
     """``ilnrun run configs/figure1_paper_grid.yaml --jobs J`` end to end, wall and CPU seconds
     (this process's children), min / median / max over ``repeat`` runs, the variants interleaved:
@@ -268,18 +280,8 @@ def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
         tmp = Path(tmp)
         trees = {"this code": ROOT}
         if against:
-            sha = subprocess.run(
-                ["git", "rev-parse", "--short", against],
-                cwd=ROOT,
-                check=True,
-                text=True,
-                capture_output=True,
-            ).stdout.strip()
-            old = tmp / "old"
-            old.mkdir()
-            tar = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True)
-            subprocess.run(["tar", "-x", "-C", str(old)], input=tar.stdout, check=True)
-            trees[f"{against} ({sha})"] = old
+            label, old = checkout(against, tmp / "old")
+            trees[label] = old
         hidden = tmp / "hidden"
         (hidden / "numba").mkdir(parents=True)
         (hidden / "numba" / "__init__.py").write_text('raise ImportError("numba hidden")\n')
@@ -378,15 +380,32 @@ def bench_startup(repeat: int) -> dict[str, list[float]]:
     return out
 
 
-def bench_first_compile(quick: bool) -> dict[str, list[float]]:
+def bench_first_compile(quick: bool, against: str | None = None) -> dict:
     """Per feature-map family, the first compilation's CPU seconds (cold less warm run of
     ``bench/first_compile.py``'s config, which runs every compiled pass of the family): two
-    pairs each, one family (ReLU) once with ``quick``."""
+    pairs each, one family (ReLU) once with ``quick``. With ``against`` (a git revision) that
+    revision's code is measured too, alternated with this code's (the machine's speed drifts
+    by up to 10% within an hour: the difference in one run is what compares).
+    ``{"this code": {family: [seconds]}, "REV (SHA)": {...}}``."""
     families, repeat = (["relu"], 1) if quick else (list(first_compile.FAMILIES), 2)
-    pairs = first_compile.measure(
-        ROOT, families, repeat, log=lambda line: print("  " + line, flush=True)
-    )
-    return {f: [cold - warm for cold, warm in p] for f, p in pairs.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"this code": ROOT}
+        if against:
+            label, old = checkout(against, Path(tmp) / "old")
+            trees[label] = old
+        out: dict = {label: {f: [] for f in families} for label in trees}
+        for i in range(repeat):
+            order = list(trees.items())
+            for label, tree in order if i % 2 == 0 else order[::-1]:
+                pairs = first_compile.measure(
+                    tree,
+                    families,
+                    1,
+                    log=lambda line, lb=label: print(f"  {lb}: {line}", flush=True),
+                )
+                for f, p in pairs.items():
+                    out[label][f] += [cold - warm for cold, warm in p]
+    return out
 
 
 def section(R: dict) -> list[str]:
@@ -479,6 +498,7 @@ def section(R: dict) -> list[str]:
                 f"{IDENTICAL[f1['identical'][k]]} |"
             )
     if R.get("startup") and R.get("first_compile"):
+        fc_this = R["first_compile"]["this code"]
         L += [
             "",
             "**Start-up and first compilation.** Wall seconds of a fresh process, median of "
@@ -489,8 +509,16 @@ def section(R: dict) -> list[str]:
             "Gradient final and averaged with its Algorithm-2 estimates, Doubly SGD, Fixed-Random "
             "by SGD and by ridge, the regret's replay where the map has a kernel) on an empty "
             "numba cache, less those of the same run on the cache it filled; median of "
-            f"{len(next(iter(R['first_compile'].values())))}: "
-            + "; ".join(f"{k} {np.median(v):.1f} CPU-s" for k, v in R["first_compile"].items())
+            f"{len(fc_this[next(iter(fc_this))])}: "
+            + "; ".join(
+                f"{k} {np.median(v):.1f} CPU-s"
+                + "".join(
+                    f" ({lb} in the same run, alternated: {np.median(o[k]):.1f})"
+                    for lb, o in R["first_compile"].items()
+                    if lb != "this code"
+                )
+                for k, v in fc_this.items()
+            )
             + ". `python bench/compile_profile.py FAMILY` says where the seconds go.",
         ]
     L += targets(R)
@@ -524,7 +552,7 @@ def targets(R: dict) -> list[str]:
     for label, walls in R.get("startup", {}).items():
         w = float(np.median(walls))
         rows.append(f"| `{label}` ≤ 0.3 s wall | {w:.2f} s | {'met' if w <= 0.3 else 'not met'} |")
-    for family, secs in R.get("first_compile", {}).items():
+    for family, secs in R.get("first_compile", {}).get("this code", {}).items():
         c = float(np.median(secs))
         rows.append(
             f"| first compilation, {family} features (every compiled pass): ≤ 5 CPU-s | "
@@ -598,7 +626,7 @@ def main() -> None:
         R["threads"] = bench_threads(*((2_000, 8_000, 200) if q else (100_000, 50_000, 1_000)), 3)
     print("6. start-up and first compilation", flush=True)
     R["startup"] = bench_startup(3 if q else 7)
-    R["first_compile"] = bench_first_compile(q)
+    R["first_compile"] = bench_first_compile(q, args.against if args.figure1 else None)
     if args.figure1:
         R["figure1"] = bench_figure1(args.jobs, args.against or None, args.repeat)
     R["load"] = f"{load} / {os.getloadavg()[0]:.1f}"
