@@ -193,8 +193,9 @@ def drawn_estimates(X_train, X_eval, a, kind, param, net, sgn, total, m, idx, rn
     ``(sgn_i psi(x_i; w)) psi(x; w)`` in draw order and ``|alpha|_1 (pairwise sum / m)``."""
     rows, d = len(idx) // m, X_eval.shape[1]
     wi, Wf = kernels.draw_w(rng, kind, d, rows * m, param, net, None)  # (coord: not coordinate)
-    ii, pts, order = empty(m, np.int64), empty(m, np.int64), np.arange(m)
-    prod, pe = empty(m, np.float64), empty(m, np.float64)
+    prod, pe, _, ii, pts, order, _ = kernels.scratch(m)  # (as chunk_estimates_compiled)
+    for k in range(m):  # (np.arange(m): a loop compiles faster)
+        order[k] = k
     for r in range(rows):
         for k in range(m):
             ii[k] = idx[r * m + k]

@@ -513,11 +513,11 @@ def columns(A, lo, hi, cols):
     reshaped, by loops (the same numbers; numba compiles loops in a fraction of the time it
     takes for ``ascontiguousarray`` and ``reshape``)."""
     n, w = A.shape[0], hi - lo
-    flat = empty(n * w, np.float64)
+    out = empty(n * w, np.float64)
     for i in range(n):
         for c in range(w):
-            flat[i * w + c] = A[i, lo + c]
-    return flat.reshape(n * w // cols, cols)
+            out[i * w + c] = A[i, lo + c]
+    return out.reshape(n * w // cols, cols)
 
 
 @_jit(internal=True)
