@@ -36,10 +36,12 @@ What it does not guarantee, and this module adds:
 What is compiled: every kernel with the same numba options (:data:`OPTIONS`, numba's own
 functions then compiled once for all of them); a kernel that only compiled code calls without a
 CPython wrapper (``jit(internal=True)``: its Python calls go to a twin) and without machine code
-of its own (its callers carry its code: :func:`_link_only`). None of this changes a
-number: the options are those of numba's defaults but for the GIL, which the kernels release,
-and the C-callable wrapper, which nothing calls. A compilation (or cache load) runs with
-Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
+of its own (its callers carry its code: :func:`_link_only`); and every compilation's options
+are one object shared with every compilation of the same options
+(:func:`_shared_flags_compiler`: numba's typing caches then compare them by identity). None of
+this changes a number: the options are those of numba's defaults but for the GIL, which the
+kernels release, and the C-callable wrapper, which nothing calls. A compilation (or cache load)
+runs with Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
 (:func:`_uninterrupted`).
 """
 
@@ -263,6 +265,8 @@ def jit(
         link_only = _link_only()
         if link_only is not None:
             options["pipeline_class"] = link_only.Compiler
+    if "pipeline_class" not in options and _shared_flags_compiler() is not None:
+        options["pipeline_class"] = _shared_flags_compiler()
     suffix = options.pop("_suffix", SUFFIX)
     dispatcher = numba.njit(**options)(f)
     if internal:
@@ -273,12 +277,25 @@ def jit(
     except RuntimeError:  # "cannot cache function ...: no locator available"
         return _uninterrupted(dispatcher)
     except (ImportError, AttributeError, TypeError):  # a numba whose cache classes differ
+        options.pop("pipeline_class", None)
         if internal:  # (no twin's cache apart from this one's)
             options.pop("no_cpython_wrapper")
-            options.pop("pipeline_class", None)
         return _uninterrupted(numba.njit(cache=True, **options)(f))
     dispatcher._cache = cache  # what numba.njit(cache=True) sets (Dispatcher.enable_caching)
     return _uninterrupted(dispatcher)
+
+
+def typing_options() -> dict:
+    """numba's options (``jit_options``) for a function numba compiles only to type it: an
+    ``@overload``'s implementation that numba inlines as IR (``inline="always"``), compiled once
+    on its own too. The kernels' options (:data:`OPTIONS`), without a CPython wrapper and to
+    IR only (:func:`_link_only`), with the kernels' shared options (:func:`_shared_flags_compiler`):
+    nothing calls that compiled function, so nothing of it but its types is used."""
+    options = {**OPTIONS, "no_cpython_wrapper": True}
+    compiler = _link_only().Compiler if _link_only() is not None else _shared_flags_compiler()
+    if compiler is not None:
+        options["pipeline_class"] = compiler
+    return options
 
 
 def decorator(numba_imported: bool) -> Callable:
@@ -312,6 +329,71 @@ def _internal_class(base: type) -> type:
 
 
 @functools.cache
+def _shared_flags_compiler():
+    """numba's compiler (a ``pipeline_class``) whose compilations share their options' object,
+    or ``None`` on a numba whose compiler classes differ (numba's own compiler is then used).
+
+    Why: numba keys each cache of its typing templates by the options of the compilation under
+    way (``ConfigStack``'s top, a copy of the compilation's ``Flags`` made as it starts) and
+    compares them value by value: a ``Flags`` object hashes to the same number whatever its
+    options, and equality reads every option of both. Each typing of an operator, an indexing
+    or a numba function (hundreds per kernel, in type inference and again in lowering) looked up
+    those caches with the options of its own compilation, a new object each time: 74 000 reads of
+    all options in a first compilation of the coordinate passes, about a tenth of its CPU time.
+    Here a compilation's copy is the one object shared by every compilation with the same
+    options (:class:`SharedFlags`): Python's dicts compare a key with itself by identity, and two
+    shared objects are equal only if they are one, so a lookup reads no option; its hash is
+    numba's, computed once. Nothing numba compiles changes: the options are the same, only their
+    objects are shared (nothing writes the copy numba keeps for a compilation's duration). About
+    0.15-0.45 CPU-s less in a first compilation of a map family's passes
+    (``bench/first_compile.py``, alternated pairs)."""
+    try:
+        from numba.core import compiler
+    except ImportError:
+        return None
+
+    class SharedFlags(compiler.Flags):
+        """The options of a compilation under way: one object per set of values, made by
+        :class:`Flags`'s ``copy`` and never changed."""
+
+        def __eq__(self, other: object) -> bool:
+            if isinstance(other, SharedFlags):
+                return self is other  # (one object per set of values)
+            return super().__eq__(other)
+
+        def __hash__(self) -> int:
+            return self._hash  # numba's, computed once (the same for every Flags object)
+
+        def copy(self) -> compiler.Flags:
+            return compiler.Flags(self)  # (a copy to change)
+
+    class Flags(compiler.Flags):
+        """numba's ``Flags`` whose copies are :class:`SharedFlags`."""
+
+        shared: list = []  # (one per distinct set of options compiled: a handful)
+
+        def copy(self) -> compiler.Flags:
+            values = self.values()
+            for flags in Flags.shared:
+                if flags.values() == values:
+                    return flags
+            flags = SharedFlags(self)
+            flags._hash = compiler.Flags.__hash__(flags)
+            Flags.shared.append(flags)
+            return flags
+
+    class Compiler(compiler.Compiler):
+        """numba's compiler, with its options as :class:`Flags`."""
+
+        flags_class = Flags
+
+        def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
+            super().__init__(typingctx, targetctx, library, args, return_type, Flags(flags), locals)
+
+    return Compiler
+
+
+@functools.cache
 def _link_only():
     """What compiles an internal kernel (:func:`jit`) to LLVM IR only, or ``None`` on a numba
     whose compiler classes differ (the kernel is then compiled as numba does). The result has
@@ -327,7 +409,10 @@ def _link_only():
     by generating machine code). Its callers link the IR as the optimiser left it; before, they
     linked it as the JIT's code generator had left it (it prepares a module in place), so their
     machine code differs a little: the same numbers (the golden and compiled-against-numpy
-    tests, figure1's ``runs.csv``), the passes as fast within the machine's noise. Its
+    tests, figure1's ``runs.csv``), the passes as fast within the machine's noise. (Leaving the
+    library's own module unoptimised, its callers optimising its code with theirs, saved another
+    0.2-0.4 CPU-s but changed what LLVM inlines where: the Algorithm-2 coordinate estimates ran
+    8% slower, small Doubly SGD cells 15-25%.) Its
     environment (numba's per-function object, which compiled code reads only to raise an
     exception with values computed at run time or to call into Python: no kernel does) is set
     where it lives, in its callers' code, once they are compiled (:func:`_set_envs`)."""
@@ -385,7 +470,7 @@ def _link_only():
                 state.library = Library(state.targetctx.codegen(), state.func_id.func_qualname)
             return False
 
-    class Compiler(compiler.Compiler):
+    class Compiler(_shared_flags_compiler() or compiler.Compiler):
         """numba's compiler, lowering into a :class:`Library`."""
 
         def define_pipelines(self) -> list:

@@ -341,6 +341,12 @@ engine = library._codegen._engine
 out.append(type(library) is _link_only().Library)
 out.append(library._final_module in engine._ee._modules)  # (handed to the JIT: machine code)
 out.append(sum(linked.half.stats.cache_hits.values()))
+# the callers' code holds the kernel's, optimised with theirs: inlined (no call, no definition)
+name = cres.fndesc.llvm_func_name
+for f in callers:
+    (caller,) = f.overloads.values()
+    lines = caller.library.get_llvm_str().splitlines()
+    out.append(any(name in s and ("call " in s or "define " in s) for s in lines))
 print(repr(out))
 """
 
@@ -351,7 +357,8 @@ def test_an_internal_kernel_is_ir_only_and_its_callers_raise_from_it(tmp_path):
     linked from the cache into a caller compiled in a later process. A dynamic exception raised
     in it (compiled code that reads the kernel's numba environment, which exists only in its
     callers' code) reaches Python with its arguments from each caller, the one compiled after
-    the cache load included."""
+    the cache load included. Each caller's code holds the kernel's inlined (LLVM inlines the
+    linked IR: no call to it and no definition of it is left)."""
     (tmp_path / "linked.py").write_text(LINKED)
     env = {**_env(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -368,6 +375,46 @@ def test_an_internal_kernel_is_ir_only_and_its_callers_raise_from_it(tmp_path):
 
     cold = run("first", "second")
     assert cold[:4] == [2.5, ("negative", -1.0), 3.5, ("negative", -2.0)]
-    assert cold[4:] == [True, False, 0]
+    assert cold[4:] == [True, False, 0, False, False]
     warm = run("third")  # half loaded from the cache, linked into a caller compiled anew
-    assert warm == [4.5, ("negative", -1.0), True, False, 1]
+    assert warm == [4.5, ("negative", -1.0), True, False, 1, False]
+
+
+def test_every_kernel_compiles_with_shared_options():
+    """Every kernel (``compiled_cache.jit``, in every module that defines kernels) compiles with
+    ``_shared_flags_compiler``'s compiler, whose copies of a compilation's options (numba's
+    ``Flags``, the key of its typing caches) are one object per set of values: equal to a plain
+    ``Flags`` of the same values and to no other, hashed as numba hashes one; the copy of a
+    shared one is a plain ``Flags`` to change, and changing it leaves the shared one as it was."""
+    import importlib
+
+    from numba.core.compiler import Flags
+    from numba.core.registry import CPUDispatcher
+
+    compiler = compiled_cache._shared_flags_compiler()
+    assert compiler is not None
+    kernels = []
+    for name in (
+        "ilnrun.learners.pcg64_kernels", "ilnrun.learners.shrinking_gradient_kernels",
+        "ilnrun.learners.random_feature_kernels", "ilnrun.learners.estimate_kernels",
+        "ilnrun.learners.inverse_cdf_kernels", "ilnrun.theory",
+    ):  # fmt: skip
+        module = importlib.import_module(name)
+        kernels += [v for v in vars(module).values() if isinstance(v, CPUDispatcher)]
+    assert len(kernels) > 30
+    for k in kernels:
+        assert issubclass(k._compiler.pipeline_class, compiler), k.py_func.__qualname__
+
+    shared = compiler.flags_class
+    a, b, c = Flags(), Flags(), Flags()
+    for f in (a, b, c):
+        f.nrt = True
+    c.error_model = "numpy"
+    sa, sb, sc = (shared(f).copy() for f in (a, b, c))
+    assert sa is sb and sa is not sc
+    assert sa == a and sa != c and sa != sc and sc == c
+    assert hash(sa) == hash(a) == hash(sc)
+    free = sa.copy()
+    assert type(free) is Flags and free == sa
+    free.nrt = False
+    assert sa.nrt and shared(a).copy() is sa

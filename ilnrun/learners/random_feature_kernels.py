@@ -108,9 +108,11 @@ if sgk.numba is not None:
     from numba.core import types
     from numba.extending import overload
 
-    # (numba compiles the chosen function once on its own too, to type it: without a C-callable
-    # wrapper, which nothing calls)
-    @overload(features, inline="always", jit_options={"no_cfunc_wrapper": True})
+    from ..compiled_cache import typing_options
+
+    # (numba compiles the chosen function once on its own too, to type it: to IR only, without
+    # the wrappers nothing calls)
+    @overload(features, inline="always", jit_options=typing_options())
     def _features(x, W, b, lo, hi, out):
         if W.ndim == 1:
             return _coordinate
