@@ -94,6 +94,26 @@ def test_jump_ahead_is_numpys_advance():
 
 
 @needs_numba
+def test_compiled_jump_table_is_the_python_one():
+    """The table compiled kernels fill (``fill_jump_table``, 128-bit products in LLVM) is the
+    one Python makes (``jump_table``, Python's integers; numpy's ``advance`` by the test above),
+    for streams of numpy's seeds and for the largest increment."""
+    import numba
+
+    @numba.njit
+    def fill(ih, il, jt):
+        pcg.fill_jump_table(ih, il, jt)
+
+    top = U64((1 << 64) - 1)
+    incs = [tuple(pcg.state_of(np.random.default_rng(s))[2:4]) for s in (0, 8, 2**40)]
+    for ih, il in [*incs, (top, top), (U64(0), U64(1))]:
+        jt = np.zeros(pcg.JUMPS, np.uint64)
+        fill(ih, il, jt)
+        np.testing.assert_array_equal(jt, pcg.jump_table(ih, il))
+        assert jt[0, 2] == ih and jt[0, 3] == il  # C_1 = inc
+
+
+@needs_numba
 @pytest.mark.parametrize("kept", [False, True])
 def test_in_place_draws_are_numpys_calls(kept):
     """``next_double`` and ``integers`` on a state array, called in any order (single

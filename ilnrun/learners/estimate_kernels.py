@@ -315,7 +315,8 @@ def coordinate_estimates(X_train, X_eval, q, sgn, total, m, rows_per_chunk, st, 
     key = empty(m, np.int64)
     sk = empty(m, np.float64)
     W = empty(len(counts) * m, np.int64)
-    jt = pcg.jump_table(st[2], st[3])
+    jt = empty(pcg.JUMPS, np.uint64)
+    pcg.fill_jump_table(st[2], st[3], jt)
     for a in range(0, n_eval, rows_per_chunk):
         b = a + rows_per_chunk
         b = n_eval if n_eval < b else b

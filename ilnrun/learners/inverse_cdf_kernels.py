@@ -136,7 +136,8 @@ def coordinate_estimates(train, signed, sgn, X_eval, cdf, first, U, total, m, ch
     it."""
     n, D = X_eval.shape
     ih, il = st[2], st[3]
-    jt = pcg.jump_table(ih, il)
+    jt = empty(pcg.JUMPS, np.uint64)
+    pcg.fill_jump_table(ih, il, jt)
     block, u, W, idx, prod = block_scratch(n, m)
     for a in range(0, n, chunk):
         b = min(n, a + chunk)

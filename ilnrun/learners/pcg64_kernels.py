@@ -17,7 +17,7 @@ checked against numpy by ``agrees`` and the tests), and the state is put back
   low half first, the high half kept (``has_uint32``, ``uinteger``) for the next 32-bit draw;
 - jump-ahead (Brown, "Random number generation with arbitrary strides", 1994): ``n`` steps are
   ``state <- A_n state + C_n``, composed from the ``A``, ``C`` of ``2**i`` steps
-  (:func:`jump_table`), so any position of the stream is a few multiplications away.
+  (:func:`fill_jump_table`), so any position of the stream is a few multiplications away.
 
 So a block of draws can start anywhere: :func:`doubles` and :func:`bounded` draw in four lanes at
 once (four independent states, a quarter of the block each), and a parallel pass gives each
@@ -166,16 +166,36 @@ def step(sh, sl, ih, il):
     return mul_add(sh, sl, _MH, _ML, ih, il)
 
 
-@_jit
-def jump_table(ih, il):
-    """``(A, C)`` of ``2**i`` steps for ``i < 64`` (rows ``A_hi, A_lo, C_hi, C_lo``): ``2**i``
-    steps take ``state`` to ``A state + C``."""
-    jt = np.empty((64, 4), np.uint64)
+JUMPS = (64, 4)  # the shape of a jump table
+
+
+def _fill_jump_table_python(ih, il, jt) -> None:
+    """:func:`fill_jump_table` on Python's integers (its twin where Python calls it)."""
+    mask, mod = (1 << 64) - 1, (1 << 128) - 1
+    a, c = (MULT_HI << 64) | MULT_LO, (int(ih) << 64) | int(il)
+    for i in range(64):
+        jt[i] = a >> 64, a & mask, c >> 64, c & mask
+        c = (a + 1) * c & mod  # C_{2n} = (A_n + 1) C_n
+        a = a * a & mod  # A_{2n} = A_n A_n
+
+
+@_jit(internal=True, python=_fill_jump_table_python)
+def fill_jump_table(ih, il, jt):
+    """``jt`` (``JUMPS``: 64 rows ``A_hi, A_lo, C_hi, C_lo``) set to the ``(A, C)`` of ``2**i``
+    steps for ``i < 64`` of the stream of increment ``(ih, il)``: ``2**i`` steps take
+    ``state`` to ``A state + C`` (mod 2**128); ``A_1 = MULT``, ``C_1 = inc``. The caller gives
+    the table (a compiled kernel that allocated it compiled numba's ``np.empty`` with it)."""
     ah, al, ch, cl = _MH, _ML, ih, il
     for i in range(64):
         jt[i, 0], jt[i, 1], jt[i, 2], jt[i, 3] = ah, al, ch, cl
         ch, cl = mul_add(ah, al, ch, cl, ch, cl)  # C_{2n} = (A_n + 1) C_n
         ah, al = mul_add(ah, al, ah, al, _0, _0)  # A_{2n} = A_n A_n
+
+
+def jump_table(ih, il) -> np.ndarray:
+    """A new jump table (:func:`fill_jump_table`) of the stream of increment ``(ih, il)``."""
+    jt = np.empty(JUMPS, np.uint64)
+    _fill_jump_table_python(ih, il, jt)
     return jt
 
 

@@ -929,7 +929,8 @@ def sg_rounds(
         u, signed, psi, hs, wi, _, Wf = scratch(m)
         if stream is not None:
             ih, il = stream[2], stream[3]
-            jt = pcg.jump_table(ih, il)
+            jt = empty(pcg.JUMPS, np.uint64)
+            pcg.fill_jump_table(ih, il, jt)
             starts, ends = empty((1, 6), np.uint64), empty((1, 5), np.uint64)
     for t in range(t0, t1):
         shrinks_before[t] = counts[0]
