@@ -30,7 +30,7 @@ Native thread pools (BLAS) run one thread, as in every cell.
 6. Start-up: wall seconds of ``ilnrun --version``, ``ilnrun list`` and ``ilnrun validate
    configs/figure1_paper_grid.yaml`` (fresh processes, median of 7); and the first compilation
    of each feature-map family (``bench/first_compile.py``: CPU seconds of a run on an empty
-   numba cache less those of the same run on the cache it filled; median of 2, one family with
+   numba cache less those of the same run on the cache it filled; median of 3, one family with
    ``--quick``), with ``--figure1`` the code of ``--against`` too, alternated with this code's.
 """
 
@@ -255,14 +255,14 @@ IDENTICAL = {True: "yes", False: "**no**", None: "— (another stream)"}
 
 def checkout(rev: str, where: Path) -> tuple[str, Path]:
     """The files of git revision ``rev`` extracted into ``where`` (``git archive``); returns
-    ``("REV (SHA)", where)``."""
+    ``("REV (SHA)", where)``, or ``("SHA", where)`` where ``rev`` is that short hash."""
     sha = subprocess.run(
         ["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, text=True, capture_output=True
     ).stdout.strip()
     where.mkdir(parents=True)
     tar = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(where)], input=tar.stdout, check=True)
-    return f"{rev} ({sha})", where
+    return (sha if rev == sha else f"{rev} ({sha})"), where
 
 
 def bench_figure1(jobs: int, against: str | None, repeat: int) -> dict:
@@ -382,12 +382,13 @@ def bench_startup(repeat: int) -> dict[str, list[float]]:
 
 def bench_first_compile(quick: bool, against: str | None = None) -> dict:
     """Per feature-map family, the first compilation's CPU seconds (cold less warm run of
-    ``bench/first_compile.py``'s config, which runs every compiled pass of the family): two
-    pairs each, one family (ReLU) once with ``quick``. With ``against`` (a git revision) that
+    ``bench/first_compile.py``'s config, which runs every compiled pass of the family): three
+    pairs each (a median that one disturbed run does not move), one family (ReLU) once with
+    ``quick``. With ``against`` (a git revision) that
     revision's code is measured too, alternated with this code's (the machine's speed drifts
     by up to 10% within an hour: the difference in one run is what compares).
     ``{"this code": {family: [seconds]}, "REV (SHA)": {...}}``."""
-    families, repeat = (["relu"], 1) if quick else (list(first_compile.FAMILIES), 2)
+    families, repeat = (["relu"], 1) if quick else (list(first_compile.FAMILIES), 3)
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this code": ROOT}
         if against:
@@ -511,9 +512,9 @@ def section(R: dict) -> list[str]:
             "numba cache, less those of the same run on the cache it filled; median of "
             f"{len(fc_this[next(iter(fc_this))])}: "
             + "; ".join(
-                f"{k} {np.median(v):.1f} CPU-s"
+                f"{k} {np.median(v):.2f} CPU-s"
                 + "".join(
-                    f" ({lb} in the same run, alternated: {np.median(o[k]):.1f})"
+                    f" ({lb} in the same run, alternated: {np.median(o[k]):.2f})"
                     for lb, o in R["first_compile"].items()
                     if lb != "this code"
                 )
@@ -556,7 +557,7 @@ def targets(R: dict) -> list[str]:
         c = float(np.median(secs))
         rows.append(
             f"| first compilation, {family} features (every compiled pass): ≤ 5 CPU-s | "
-            f"{c:.1f} CPU-s | {'met' if c <= 5 else 'not met'} |"
+            f"{c:.2f} CPU-s | {'met' if c <= 5 else 'not met'} |"
         )
     for r in R.get("threads", []):
         x = float(np.median(r["speedup"]))
