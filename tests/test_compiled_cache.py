@@ -380,6 +380,7 @@ def test_an_internal_kernel_is_ir_only_and_its_callers_raise_from_it(tmp_path):
     assert warm == [4.5, ("negative", -1.0), True, False, 1, False]
 
 
+@pytest.mark.skipif(switched_off(), reason="the compiled kernels are switched off")
 def test_every_kernel_compiles_with_shared_options():
     """Every kernel (``compiled_cache.jit``, in every module that defines kernels) compiles with
     ``_shared_flags_compiler``'s compiler, whose copies of a compilation's options (numba's
