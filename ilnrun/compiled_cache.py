@@ -263,10 +263,8 @@ def jit(
         twin = python or jit(f, _suffix=SUFFIX + "py", **options)
         options["no_cpython_wrapper"] = True
         link_only = _link_only()
-        if link_only is not None:
-            options["pipeline_class"] = link_only.Compiler
-    if "pipeline_class" not in options and _shared_flags_compiler() is not None:
-        options["pipeline_class"] = _shared_flags_compiler()
+    if _pipeline_class(internal) is not None:
+        options["pipeline_class"] = _pipeline_class(internal)
     suffix = options.pop("_suffix", SUFFIX)
     dispatcher = numba.njit(**options)(f)
     if internal:
@@ -292,10 +290,18 @@ def typing_options() -> dict:
     IR only (:func:`_link_only`), with the kernels' shared options (:func:`_shared_flags_compiler`):
     nothing calls that compiled function, so nothing of it but its types is used."""
     options = {**OPTIONS, "no_cpython_wrapper": True}
-    compiler = _link_only().Compiler if _link_only() is not None else _shared_flags_compiler()
-    if compiler is not None:
-        options["pipeline_class"] = compiler
+    if _pipeline_class(internal=True) is not None:
+        options["pipeline_class"] = _pipeline_class(internal=True)
     return options
+
+
+def _pipeline_class(internal: bool):
+    """numba's ``pipeline_class`` of a kernel: an internal one's compiles to IR only
+    (:func:`_link_only`), every one shares its options' object (:func:`_shared_flags_compiler`);
+    ``None`` on a numba whose compiler classes differ (numba's own compiler)."""
+    if internal and _link_only() is not None:
+        return _link_only().Compiler
+    return _shared_flags_compiler()
 
 
 def decorator(numba_imported: bool) -> Callable:

@@ -184,7 +184,8 @@ def fill_jump_table(ih, il, jt):
     """``jt`` (``JUMPS``: 64 rows ``A_hi, A_lo, C_hi, C_lo``) set to the ``(A, C)`` of ``2**i``
     steps for ``i < 64`` of the stream of increment ``(ih, il)``: ``2**i`` steps take
     ``state`` to ``A state + C`` (mod 2**128); ``A_1 = MULT``, ``C_1 = inc``. The caller gives
-    the table (a compiled kernel that allocated it compiled numba's ``np.empty`` with it)."""
+    the table (compiled callers make it with ``shrinking_gradient_kernels.empty``, which sits
+    above this module: an ``np.empty`` here would compile numba's own)."""
     ah, al, ch, cl = _MH, _ML, ih, il
     for i in range(64):
         jt[i, 0], jt[i, 1], jt[i, 2], jt[i, 3] = ah, al, ch, cl
