@@ -384,9 +384,9 @@ def bench_first_compile(quick: bool, against: str | None = None) -> dict:
     """Per feature-map family, the first compilation's CPU seconds (cold less warm run of
     ``bench/first_compile.py``'s config, which runs every compiled pass of the family): three
     pairs each (a median that one disturbed run does not move), one family (ReLU) once with
-    ``quick``. With ``against`` (a git revision) that
-    revision's code is measured too, alternated with this code's (the machine's speed drifts
-    by up to 10% within an hour: the difference in one run is what compares).
+    ``quick``. With ``against`` (a git revision) that revision's code is measured too,
+    alternated with this code's (the machine's speed drifts by up to 10% within an hour: the
+    difference in one run is what compares).
     ``{"this code": {family: [seconds]}, "REV (SHA)": {...}}``."""
     families, repeat = (["relu"], 1) if quick else (list(first_compile.FAMILIES), 3)
     with tempfile.TemporaryDirectory() as tmp:
