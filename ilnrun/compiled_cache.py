@@ -36,11 +36,12 @@ What it does not guarantee, and this module adds:
 What is compiled: every kernel with the same numba options (:data:`OPTIONS`, numba's own
 functions then compiled once for all of them); a kernel that only compiled code calls without a
 CPython wrapper (``jit(internal=True)``: its Python calls go to a twin) and without machine code
-of its own (its callers carry its code: :func:`_link_only`); and every compilation's options
-are one object shared with every compilation of the same options
-(:func:`_shared_flags_compiler`: numba's typing caches then compare them by identity). None of
-this changes a number: the options are those of numba's defaults but for the GIL, which the
-kernels release, and the C-callable wrapper, which nothing calls. A compilation (or cache load)
+of its own (its callers carry its code: :func:`_link_only`); and every kernel by numba's
+compiler less what costs time and changes no code (:func:`_kernel_compiler`: options shared
+between compilations, passes that find nothing to do left out, numba's Python form of the LLVM
+IR emptied once LLVM has it). None of this changes a number: the options are those of numba's
+defaults but for the GIL, which the kernels release, and the C-callable wrapper, which nothing
+calls. A compilation (or cache load)
 runs with Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
 (:func:`_uninterrupted`).
 """
@@ -57,7 +58,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import SimpleNamespace
+from types import CodeType, SimpleNamespace
 
 from .stopping import deferred
 
@@ -188,6 +189,10 @@ def _cache_class() -> type:
             return None
 
         def save_overload(self, sig, data) -> None:
+            """numba's save, under the cache's lock, of the compiled kernel ``data`` without
+            the text of its typed IR (numba writes ``str(type_annotation)``, which only its
+            ``inspect_types`` of a kernel loaded from the cache prints: about 0.07 CPU-s of a
+            first compilation of a map family's passes)."""
             try:
                 self._impl.locator.ensure_cache_path()
                 with locked(self._cache_path):
@@ -195,8 +200,8 @@ def _cache_class() -> type:
                         self._cache_file._load_index()
                     except Exception as exc:  # saving reads the index first
                         self._discard(exc)
-                    if self._enabled:
-                        super().save_overload(sig, data)
+                    if self._enabled:  # (no text of its types: see save_overload's doc)
+                        super().save_overload(sig, data._replace(type_annotation=None))
             except Exception as exc:  # full disk, read-only directory: compiled in memory
                 _note(
                     f"cannot write numba's compiled-kernel cache in {self._cache_path} "
@@ -287,7 +292,7 @@ def typing_options() -> dict:
     """numba's options (``jit_options``) for a function numba compiles only to type it: an
     ``@overload``'s implementation that numba inlines as IR (``inline="always"``), compiled once
     on its own too. The kernels' options (:data:`OPTIONS`), without a CPython wrapper and to
-    IR only (:func:`_link_only`), with the kernels' shared options (:func:`_shared_flags_compiler`):
+    IR only (:func:`_link_only`), by the kernels' compiler (:func:`_kernel_compiler`):
     nothing calls that compiled function, so nothing of it but its types is used."""
     options = {**OPTIONS, "no_cpython_wrapper": True}
     if _pipeline_class(internal=True) is not None:
@@ -296,12 +301,25 @@ def typing_options() -> dict:
 
 
 def _pipeline_class(internal: bool):
-    """numba's ``pipeline_class`` of a kernel: an internal one's compiles to IR only
-    (:func:`_link_only`), every one shares its options' object (:func:`_shared_flags_compiler`);
-    ``None`` on a numba whose compiler classes differ (numba's own compiler)."""
+    """numba's ``pipeline_class`` of a kernel: :func:`_kernel_compiler`'s, to IR only for an
+    internal one (:func:`_link_only`); ``None`` on a numba whose compiler classes differ
+    (numba's own compiler)."""
     if internal and _link_only() is not None:
         return _link_only().Compiler
-    return _shared_flags_compiler()
+    return _kernel_compiler()
+
+
+# numba's compiler passes that find nothing to do in a kernel, left out of the pipeline of
+# every kernel that defines no function (no closure, lambda or comprehension: none does) by
+# :func:`_kernel_compiler`: ``InlineClosureLikes`` inlines the functions a kernel defines (and
+# ``functools.reduce``); ``NopythonRewrites`` rewrites array expressions (``a + b * c`` of
+# arrays) into one loop, arrays made from a list of constants and a record's field taken by a
+# string. No kernel has any of these (every loop is written out), but each pass runs numba's
+# analyses of the whole function before it looks: about 0.2 CPU-s of a first compilation of a
+# map family's passes (``bench/first_compile.py``). Every kernel's LLVM IR is the same without
+# them (test_compiled_cache.test_unused_passes_change_no_kernel); a new kernel with an array
+# expression would compile one loop per operation: write the loop out, as the kernels do.
+UNUSED_PASSES = frozenset({"InlineClosureLikes", "NopythonRewrites"})
 
 
 def decorator(numba_imported: bool) -> Callable:
@@ -335,26 +353,41 @@ def _internal_class(base: type) -> type:
 
 
 @functools.cache
-def _shared_flags_compiler():
-    """numba's compiler (a ``pipeline_class``) whose compilations share their options' object,
-    or ``None`` on a numba whose compiler classes differ (numba's own compiler is then used).
+def _kernel_compiler():
+    """numba's compiler of every kernel (its ``pipeline_class``), or ``None`` on a numba whose
+    compiler classes differ (numba's own compiler is then used). It is numba's, less four
+    costs, none of which changes the code compiled (the same LLVM IR, optimised, for every
+    function: test_compiled_cache.test_unused_passes_change_no_kernel). The last three, with
+    the cache's saves that skip the text of the typed IR (``CheckedCache.save_overload``), took
+    0.34-0.43 CPU-s off a first compilation of the ReLU, Fourier and random-net passes and 0.66
+    off the coordinate ones (``bench/first_compile.py``, medians of 5 alternated pairs):
 
-    Why: numba keys each cache of its typing templates by the options of the compilation under
-    way (``ConfigStack``'s top, a copy of the compilation's ``Flags`` made as it starts) and
-    compares them value by value: a ``Flags`` object hashes to the same number whatever its
-    options, and equality reads every option of both. Each typing of an operator, an indexing
-    or a numba function (hundreds per kernel, in type inference and again in lowering) looked up
-    those caches with the options of its own compilation, a new object each time: 74 000 reads of
-    all options in a first compilation of the coordinate passes, about a tenth of its CPU time.
-    Here a compilation's copy is the one object shared by every compilation with the same
-    options (:class:`SharedFlags`): Python's dicts compare a key with itself by identity, and two
-    shared objects are equal only if they are one, so a lookup reads no option; its hash is
-    numba's, computed once. Nothing numba compiles changes: the options are the same, only their
-    objects are shared (nothing writes the copy numba keeps for a compilation's duration). About
-    0.15-0.45 CPU-s less in a first compilation of a map family's passes
-    (``bench/first_compile.py``, alternated pairs)."""
+    - **Shared options.** numba keys each cache of its typing templates by the options of the
+      compilation under way (``ConfigStack``'s top, a copy of the compilation's ``Flags`` made
+      as it starts) and compares them value by value: a ``Flags`` object hashes to the same
+      number whatever its options, and equality reads every option of both. Each typing of an
+      operator, an indexing or a numba function (hundreds per kernel, in type inference and
+      again in lowering) looked up those caches with the options of its own compilation, a new
+      object each time: 74 000 reads of all options in a first compilation of the coordinate
+      passes, about a tenth of its CPU time. Here a compilation's copy is the one object shared
+      by every compilation with the same options (:class:`SharedFlags`): Python's dicts compare
+      a key with itself by identity, and two shared objects are equal only if they are one, so
+      a lookup reads no option; its hash is numba's, computed once. Only the objects are shared
+      (nothing writes the copy numba keeps for a compilation's duration): 0.15-0.45 CPU-s.
+    - **No passes that find nothing**: those of :data:`UNUSED_PASSES` are left out.
+    - **Numba's Python form of the LLVM IR emptied once LLVM has it** (:class:`KernelLibrary`).
+      numba builds each function's LLVM IR as Python objects (llvmlite's), prints it and hands
+      the text to LLVM; those objects refer to one another (an instruction to its block, the
+      block to its list of instructions), so once unused they are freed only by Python's cyclic
+      garbage collector, which walks them first: about 250 000 objects in a first compilation
+      of the coordinate passes, 0.2 CPU-s of collections. Emptied, they are freed as soon as
+      numba lets them go.
+    - **Helpers asked the same question again and again** answer it once
+      (:func:`_memoized_helpers`, for the length of a compilation)."""
     try:
-        from numba.core import compiler
+        from numba.core import compiler, typed_passes
+        from numba.core.codegen import JITCodeLibrary
+        from numba.core.compiler_machinery import LoweringPass, register_pass
     except ImportError:
         return None
 
@@ -388,15 +421,160 @@ def _shared_flags_compiler():
             Flags.shared.append(flags)
             return flags
 
+    class KernelLibrary(JITCodeLibrary):
+        """numba's library of a kernel's code, which empties each module of llvmlite's IR once
+        it has handed it to LLVM (numba reads none of it afterwards)."""
+
+        def add_ir_module(self, ir_module) -> None:
+            super().add_ir_module(ir_module)
+            _emptied(ir_module)
+
+    @register_pass(mutates_CFG=False, analysis_only=True)
+    class UseKernelLibrary(LoweringPass):
+        """Lowering into a :class:`KernelLibrary` (numba's lowering makes a plain library, as
+        here, where the state has none)."""
+
+        _name = "ilnrun_kernel_library"
+
+        def __init__(self) -> None:
+            LoweringPass.__init__(self)
+
+        def run_pass(self, state) -> bool:
+            if state.library is None:
+                codegen = state.targetctx.codegen()
+                state.library = KernelLibrary(codegen, state.func_id.func_qualname)
+                state.library.enable_object_caching()
+            return False
+
     class Compiler(compiler.Compiler):
-        """numba's compiler, with its options as :class:`Flags`."""
+        """numba's compiler, with its options as :class:`Flags`, without the passes of
+        :data:`UNUSED_PASSES`, lowering into a :class:`KernelLibrary`."""
 
         flags_class = Flags
+        library_class = KernelLibrary
 
         def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
             super().__init__(typingctx, targetctx, library, args, return_type, Flags(flags), locals)
 
+        def define_pipelines(self) -> list:
+            pipelines = super().define_pipelines()
+            code = getattr(self.state.func_id.func, "__code__", None)
+            nested = code is None or any(isinstance(c, CodeType) for c in code.co_consts)
+            unused = frozenset() if nested else UNUSED_PASSES  # (defines a function: all)
+            for pm in pipelines:
+                pm.passes[:] = [p for p in pm.passes if p[0].__name__ not in unused]
+                pm.add_pass_after(UseKernelLibrary, typed_passes.AnnotateTypes)
+                pm.finalize()
+            return pipelines
+
+        def compile_extra(self, func):
+            with _memoized_helpers():
+                return super().compile_extra(func)
+
     return Compiler
+
+
+_MEMO_DEPTH = [0]  # compilations under way in _memoized_helpers (nested ones: callees)
+
+
+@contextmanager
+def _memoized_helpers() -> Iterator[None]:
+    """Three helpers of numba and llvmlite that answer the same question again and again,
+    replaced for the length of a kernel's compilation (its callees' and numba's own included:
+    the outermost one installs them, and puts numba's back when it ends) by ones that answer
+    it once; their answers are the same, so the code compiled is too
+    (test_unused_passes_change_no_kernel compiles with numba's):
+
+    - ``numba.core.base._has_loc(fn)``: whether a lowering function takes ``loc``, from
+      ``inspect.signature`` of it, at every operation lowered: remembered per function;
+    - ``llvmlite.ir.types.Type.get_abi_size`` and ``get_abi_alignment``: each prints a module
+      holding one global of the type and has LLVM parse it: remembered per type, data layout
+      and context;
+    - ``numba.core.typing.npydecl.NumpyRulesArrayOperator.generic``, numba's typing of a binary
+      operator as a NumPy ufunc, tried before the scalar typings for every ``a + b``: it finds
+      the ufunc's loop for the operands' types, then answers ``None`` (not this template) when
+      neither operand is an array; here it answers ``None`` at once for those.
+
+    About 0.25 CPU-s of a first compilation of a map family's passes
+    (``bench/first_compile.py``). Compilations run one at a time (numba's compiler lock), so no
+    other one sees them."""
+    if _MEMO_DEPTH[0]:
+        _MEMO_DEPTH[0] += 1
+        try:
+            yield
+        finally:
+            _MEMO_DEPTH[0] -= 1
+        return
+    try:
+        from llvmlite.ir.types import Type
+        from numba.core import base, types
+        from numba.core.typing.npydecl import NumpyRulesArrayOperator
+    except ImportError:  # (another numba: its helpers as they are)
+        yield
+        return
+    own = {
+        (base, "_has_loc"): base._has_loc,
+        (Type, "get_abi_size"): Type.get_abi_size,
+        (Type, "get_abi_alignment"): Type.get_abi_alignment,
+        (NumpyRulesArrayOperator, "generic"): NumpyRulesArrayOperator.generic,
+    }
+    if not all(callable(f) for f in own.values()):
+        yield
+        return
+
+    def remembered(f: Callable) -> Callable:
+        answers: dict = {}
+
+        def once(*args, **kwargs):
+            key = (args, tuple(kwargs.items()))
+            try:
+                return answers[key]
+            except KeyError:
+                answers[key] = answer = f(*args, **kwargs)
+                return answer
+            except TypeError:  # (an argument that cannot be a key)
+                return f(*args, **kwargs)
+
+        return once
+
+    generic = own[NumpyRulesArrayOperator, "generic"]
+
+    def array_generic(self, args, kws):
+        if not any(isinstance(a, types.ArrayCompatible) for a in args):
+            return None  # (numba's answer, after typing the ufunc)
+        return generic(self, args, kws)
+
+    new = {
+        (base, "_has_loc"): remembered(base._has_loc),
+        (Type, "get_abi_size"): remembered(Type.get_abi_size),
+        (Type, "get_abi_alignment"): remembered(Type.get_abi_alignment),
+        (NumpyRulesArrayOperator, "generic"): array_generic,
+    }
+    _MEMO_DEPTH[0] = 1
+    try:
+        for (owner, name), f in new.items():
+            setattr(owner, name, f)
+        yield
+    finally:
+        for (owner, name), f in own.items():
+            setattr(owner, name, f)
+        _MEMO_DEPTH[0] = 0
+
+
+def _emptied(module) -> None:
+    """llvmlite's IR ``module`` (``llvmlite.ir.Module``) with no functions, blocks,
+    instructions, globals or metadata: what referred to one another in it no longer does."""
+    for value in list(module.globals.values()):
+        for block in getattr(value, "blocks", ()):
+            block.instructions = []
+            block.terminator = None
+        if hasattr(value, "blocks"):
+            value.blocks = []
+            value.args = ()
+    module.globals.clear()
+    module.metadata = []
+    module.namedmetadata = {}
+    module._metadatacache = {}
 
 
 @functools.cache
@@ -422,14 +600,13 @@ def _link_only():
     environment (numba's per-function object, which compiled code reads only to raise an
     exception with values computed at run time or to call into Python: no kernel does) is set
     where it lives, in its callers' code, once they are compiled (:func:`_set_envs`)."""
-    try:
-        from numba.core import compiler, typed_passes
-        from numba.core.codegen import JITCodeLibrary
-        from numba.core.compiler_machinery import LoweringPass, register_pass
-    except ImportError:
+    kernel_compiler = _kernel_compiler()
+    if kernel_compiler is None:
         return None
+    from numba.core import typed_passes
+    from numba.core.compiler_machinery import LoweringPass, register_pass
 
-    class Library(JITCodeLibrary):
+    class Library(kernel_compiler.library_class):
         """A library whose IR callers link, with no machine code of its own."""
 
         def _finalize_final_module(self) -> None:  # numba's, less the JIT's part
@@ -476,7 +653,7 @@ def _link_only():
                 state.library = Library(state.targetctx.codegen(), state.func_id.func_qualname)
             return False
 
-    class Compiler(_shared_flags_compiler() or compiler.Compiler):
+    class Compiler(kernel_compiler):
         """numba's compiler, lowering into a :class:`Library`."""
 
         def define_pipelines(self) -> list:

@@ -5,11 +5,14 @@ cache at once all finish with the same numbers.
 
 The kernels compiled here are the small family of ilnrun/theory.py (the exact replay of a
 Shrinking Gradient pass: about a second to compile), except in the one command-line test, which
-compiles the coordinate Shrinking Gradient pass once (about 10 CPU-seconds)."""
+compiles the coordinate Shrinking Gradient pass once (about 10 CPU-seconds), and in the test of
+the kernels' compiler (``_kernel_compiler``: the same code as numba's), which compiles every
+pass of every map family twice, in two processes at once (about 18 s)."""
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -383,7 +386,7 @@ def test_an_internal_kernel_is_ir_only_and_its_callers_raise_from_it(tmp_path):
 @pytest.mark.skipif(switched_off(), reason="the compiled kernels are switched off")
 def test_every_kernel_compiles_with_shared_options():
     """Every kernel (``compiled_cache.jit``, in every module that defines kernels) compiles with
-    ``_shared_flags_compiler``'s compiler, whose copies of a compilation's options (numba's
+    ``_kernel_compiler``'s compiler, whose copies of a compilation's options (numba's
     ``Flags``, the key of its typing caches) are one object per set of values: equal to a plain
     ``Flags`` of the same values and to no other, hashed as numba hashes one; the copy of a
     shared one is a plain ``Flags`` to change, and changing it leaves the shared one as it was."""
@@ -392,7 +395,7 @@ def test_every_kernel_compiles_with_shared_options():
     from numba.core.compiler import Flags
     from numba.core.registry import CPUDispatcher
 
-    compiler = compiled_cache._shared_flags_compiler()
+    compiler = compiled_cache._kernel_compiler()
     assert compiler is not None
     kernels = []
     for name in (
@@ -419,3 +422,153 @@ def test_every_kernel_compiles_with_shared_options():
     assert type(free) is Flags and free == sa
     free.nrt = False
     assert sa.nrt and shared(a).copy() is sa
+
+
+# every compiled pass of every map family, with each Algorithm-2 stream's estimates
+PASSES_SCRIPT = """
+import contextlib, hashlib, json, sys
+from numba.core import codegen
+from ilnrun import api, compiled_cache
+
+if sys.argv[1] == "full":  # numba's whole pipeline and helpers, its Python IR left as it is
+    compiled_cache.UNUSED_PASSES = frozenset()
+    compiled_cache._emptied = lambda module: None
+    compiled_cache._memoized_helpers = contextlib.nullcontext
+modules = {}
+finalize = codegen.CPUCodeLibrary.finalize
+
+
+def record(library):
+    finalize(library)
+    text = str(library._final_module).encode()
+    modules.setdefault(library.name, []).append(hashlib.sha256(text).hexdigest())
+
+
+codegen.CPUCodeLibrary.finalize = record
+maps = {
+    "coordinate": {"kind": "coordinate"}, "relu": {"kind": "relu"},
+    "fourier": {"kind": "fourier", "sigma": 2.0}, "random_net": {"kind": "random_net", "h": 4},
+}
+for family, fmap in maps.items():
+    for draws in ("multinomial", "inverse_cdf_v1", "inverse_cdf_v2"):
+        kernel = family != "random_net"
+        methods = {
+            "shrinking_gradient": {"eta": 0.3, "average": [False, True]},
+            "doubly_sgd": {"eta": 0.3, "nu": [0.0, 0.01], "average": [False, True]},
+            "fixed_random": {"eta": 0.3, "solver": ["sgd", "ridge"], "lam": [0.0, 0.1]},
+        }
+        evaluation = {"m_test": 30, "n_test_estimated": 10, "curve_points": 3,
+                      "estimate_draws": draws}
+        if kernel:
+            methods["kernel_ogd"] = {"eta": 0.3}
+            evaluation["regret_B"] = 1.0
+        api.run_experiment({
+            "name": "passes", "seed": 0, "repetitions": 1,
+            "dataset": {"kind": "clipped_gaussian", "D": 6, "T": 20, "n_val": 10, "n_test": 20,
+                        "sparsity": 3},
+            "feature_map": fmap, "budget": {"match": "evaluations", "dsgd_k": 2},
+            "evaluation": evaluation, "methods": methods,
+        })
+print(json.dumps(modules))
+"""
+
+
+def test_unused_passes_change_no_kernel(tmp_path):
+    """The kernels' compiler (``compiled_cache._kernel_compiler``) changes no code: every
+    compiled pass of every map family (and the estimates of every Algorithm-2 stream), compiled
+    on an empty cache once by it and once with numba's whole pipeline (the passes of
+    ``UNUSED_PASSES`` run), numba's own helpers (no ``_memoized_helpers``) and numba's Python
+    IR left as it is (two processes at once), gives the same LLVM module, optimised and linked,
+    for every function numba compiles (the kernels, their internal callees, numba's own
+    implementations)."""
+    procs = {}
+    for pipeline in ("lean", "full"):
+        procs[pipeline] = subprocess.Popen(
+            [sys.executable, "-c", PASSES_SCRIPT, pipeline],
+            env=_env(tmp_path / pipeline),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    modules = {}
+    for pipeline, p in procs.items():
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        modules[pipeline] = json.loads(out)
+    lean, full = modules["lean"], modules["full"]
+    assert lean.keys() == full.keys()
+    compiled = {name.split(".")[-1] for name in lean}
+    kernels = (
+        "sg_rounds", "coordinate_estimates", "hashed_coordinate_estimates", "drawn_estimates",
+        "chunk_estimates_compiled", "dsgd_rounds", "fr_rounds", "ridge_rounds",
+        "_replay_kernel", "_replay_primal", "binomial_btpe",
+    )  # fmt: skip
+    assert set(kernels) <= compiled, set(kernels) - compiled
+    differ = sorted(name for name in lean if lean[name] != full[name])
+    assert not differ, differ
+
+
+def test_memoized_helpers_answer_as_numbas_and_are_put_back():
+    """Inside ``_memoized_helpers`` (nested too) numba's and llvmlite's helpers are replaced by
+    ones giving the same answers: whether a lowering function takes ``loc``, a type's ABI size
+    and alignment, and the ufunc typing of a binary operator (``None`` for two scalars, the
+    same signature as numba's with an array); after the outermost block numba's own are back."""
+    import operator
+
+    from llvmlite import ir
+    from numba.core import base, types
+    from numba.core.registry import cpu_target
+    from numba.core.typing.npydecl import NumpyRulesArrayOperator
+
+    ctx = cpu_target.typing_context
+    ctx.refresh()
+    add = ctx.resolve_value_type(operator.add).templates
+    (template,) = [t for t in add if issubclass(t, NumpyRulesArrayOperator)]
+    td = cpu_target.target_context.target_data
+    lltypes = [
+        ir.IntType(8),
+        ir.DoubleType(),
+        ir.LiteralStructType([ir.IntType(8), ir.DoubleType()]),
+    ]
+    operands = [
+        (types.float64, types.float64),
+        (types.int64, types.float64),
+        (types.float64[::1], types.float64),
+        (types.int64[:, ::1], types.float64[:, ::1]),
+    ]
+
+    def loc(context, builder, sig, args, loc=None): ...
+
+    def no_loc(context, builder, sig, args): ...
+
+    def answers() -> list:
+        out = [base._has_loc(loc), base._has_loc(no_loc)]
+        for t in lltypes:
+            out += [t.get_abi_size(td), t.get_abi_alignment(td)] * 2  # (twice: remembered)
+        for args in operands:
+            out.append(template(ctx).generic(args, {}))
+        return out
+
+    own = (base._has_loc, ir.Type.get_abi_size, NumpyRulesArrayOperator.generic)
+    want = answers()
+    assert want[:2] == [True, False] and want[-4:-2] == [None, None]
+    assert want[-2] is not None and want[-1] is not None
+    with compiled_cache._memoized_helpers():
+        assert base._has_loc is not own[0] and NumpyRulesArrayOperator.generic is not own[2]
+        with compiled_cache._memoized_helpers():
+            assert answers() == want
+        assert base._has_loc is not own[0]  # (still: the outer block's)
+        assert answers() == want
+    assert (base._has_loc, ir.Type.get_abi_size, NumpyRulesArrayOperator.generic) == own
+
+
+def _comprehension(n):
+    return np.array([i * 2.0 for i in range(n)]).sum()
+
+
+def test_a_kernel_that_defines_a_function_compiles_with_every_pass(tmp_path, monkeypatch):
+    """A kernel that defines a function (here a comprehension: numba inlines it with a pass of
+    ``UNUSED_PASSES``, without which it fails to compile) is compiled with numba's whole
+    pipeline, and runs."""
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    assert compiled_cache.jit(_comprehension)(4) == 12.0
