@@ -39,7 +39,8 @@ CPython wrapper (``jit(internal=True)``: its Python calls go to a twin) and with
 of its own (its callers carry its code: :func:`_link_only`); and every kernel by numba's
 compiler less what costs time and changes no code (:func:`_kernel_compiler`: options shared
 between compilations, passes that find nothing to do left out, numba's Python form of the LLVM
-IR emptied once LLVM has it). None of this changes a number: the options are those of numba's
+IR emptied once LLVM has it, helpers that answer the same question again and again answering it
+once). None of this changes a number: the options are those of numba's
 defaults but for the GIL, which the kernels release, and the C-callable wrapper, which nothing
 calls. A compilation (or cache load)
 runs with Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
