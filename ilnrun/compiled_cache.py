@@ -40,11 +40,10 @@ of its own (its callers carry its code: :func:`_link_only`); and every kernel by
 compiler less what costs time and changes no code (:func:`_kernel_compiler`: options shared
 between compilations, passes that find nothing to do left out, numba's Python form of the LLVM
 IR emptied once LLVM has it, helpers that answer the same question again and again answering it
-once). None of this changes a number: the options are those of numba's
-defaults but for the GIL, which the kernels release, and the C-callable wrapper, which nothing
-calls. A compilation (or cache load)
-runs with Python's garbage collector paused (:func:`_no_gc`) and is not cut short by a stop
-(:func:`_uninterrupted`).
+once). None of this changes a number: the options are those of numba's defaults but for the
+GIL, which the kernels release, and the C-callable wrapper, which nothing calls. A compilation
+(or cache load) runs with Python's garbage collector paused (:func:`_no_gc`) and is not cut
+short by a stop (:func:`_uninterrupted`).
 """
 
 from __future__ import annotations
@@ -269,8 +268,9 @@ def jit(
         twin = python or jit(f, _suffix=SUFFIX + "py", **options)
         options["no_cpython_wrapper"] = True
         link_only = _link_only()
-    if _pipeline_class(internal) is not None:
-        options["pipeline_class"] = _pipeline_class(internal)
+    pipeline = _pipeline_class(internal)
+    if pipeline is not None:
+        options["pipeline_class"] = pipeline
     suffix = options.pop("_suffix", SUFFIX)
     dispatcher = numba.njit(**options)(f)
     if internal:
@@ -296,8 +296,9 @@ def typing_options() -> dict:
     IR only (:func:`_link_only`), by the kernels' compiler (:func:`_kernel_compiler`):
     nothing calls that compiled function, so nothing of it but its types is used."""
     options = {**OPTIONS, "no_cpython_wrapper": True}
-    if _pipeline_class(internal=True) is not None:
-        options["pipeline_class"] = _pipeline_class(internal=True)
+    pipeline = _pipeline_class(internal=True)
+    if pipeline is not None:
+        options["pipeline_class"] = pipeline
     return options
 
 
@@ -475,7 +476,7 @@ def _kernel_compiler():
     return Compiler
 
 
-_MEMO_DEPTH = [0]  # compilations under way in _memoized_helpers (nested ones: callees)
+_MEMOIZED = [False]  # whether _memoized_helpers' helpers are in place (nested: a callee's)
 
 
 @contextmanager
@@ -499,12 +500,8 @@ def _memoized_helpers() -> Iterator[None]:
     About 0.25 CPU-s of a first compilation of a map family's passes
     (``bench/first_compile.py``). Compilations run one at a time (numba's compiler lock), so no
     other one sees them."""
-    if _MEMO_DEPTH[0]:
-        _MEMO_DEPTH[0] += 1
-        try:
-            yield
-        finally:
-            _MEMO_DEPTH[0] -= 1
+    if _MEMOIZED[0]:  # (a callee's compilation: the outermost one puts numba's back)
+        yield
         return
     try:
         from llvmlite.ir.types import Type
@@ -513,13 +510,14 @@ def _memoized_helpers() -> Iterator[None]:
     except ImportError:  # (another numba: its helpers as they are)
         yield
         return
-    own = {
-        (base, "_has_loc"): base._has_loc,
-        (Type, "get_abi_size"): Type.get_abi_size,
-        (Type, "get_abi_alignment"): Type.get_abi_alignment,
-        (NumpyRulesArrayOperator, "generic"): NumpyRulesArrayOperator.generic,
-    }
-    if not all(callable(f) for f in own.values()):
+    helpers = [
+        (base, "_has_loc"),
+        (Type, "get_abi_size"),
+        (Type, "get_abi_alignment"),
+        (NumpyRulesArrayOperator, "generic"),
+    ]
+    own = {(owner, name): getattr(owner, name, None) for owner, name in helpers}
+    if not all(callable(f) for f in own.values()):  # (another numba: as they are)
         yield
         return
 
@@ -545,13 +543,9 @@ def _memoized_helpers() -> Iterator[None]:
             return None  # (numba's answer, after typing the ufunc)
         return generic(self, args, kws)
 
-    new = {
-        (base, "_has_loc"): remembered(base._has_loc),
-        (Type, "get_abi_size"): remembered(Type.get_abi_size),
-        (Type, "get_abi_alignment"): remembered(Type.get_abi_alignment),
-        (NumpyRulesArrayOperator, "generic"): array_generic,
-    }
-    _MEMO_DEPTH[0] = 1
+    new = {key: remembered(f) for key, f in own.items()}
+    new[NumpyRulesArrayOperator, "generic"] = array_generic
+    _MEMOIZED[0] = True
     try:
         for (owner, name), f in new.items():
             setattr(owner, name, f)
@@ -559,7 +553,7 @@ def _memoized_helpers() -> Iterator[None]:
     finally:
         for (owner, name), f in own.items():
             setattr(owner, name, f)
-        _MEMO_DEPTH[0] = 0
+        _MEMOIZED[0] = False
 
 
 def _emptied(module) -> None:

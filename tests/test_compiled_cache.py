@@ -424,7 +424,8 @@ def test_every_kernel_compiles_with_shared_options():
     assert sa.nrt and shared(a).copy() is sa
 
 
-# every compiled pass of every map family, with each Algorithm-2 stream's estimates
+# every compiled pass of every map family (bench/first_compile.py's configs), with each
+# Algorithm-2 stream's estimates
 PASSES_SCRIPT = """
 import contextlib, hashlib, json, sys
 from numba.core import codegen
@@ -445,30 +446,12 @@ def record(library):
 
 
 codegen.CPUCodeLibrary.finalize = record
-maps = {
-    "coordinate": {"kind": "coordinate"}, "relu": {"kind": "relu"},
-    "fourier": {"kind": "fourier", "sigma": 2.0}, "random_net": {"kind": "random_net", "h": 4},
-}
-for family, fmap in maps.items():
+sys.path.insert(0, sys.argv[2])  # bench/: first_compile's config runs every compiled pass
+from first_compile import FAMILIES, config
+
+for family in FAMILIES:
     for draws in ("multinomial", "inverse_cdf_v1", "inverse_cdf_v2"):
-        kernel = family != "random_net"
-        methods = {
-            "shrinking_gradient": {"eta": 0.3, "average": [False, True]},
-            "doubly_sgd": {"eta": 0.3, "nu": [0.0, 0.01], "average": [False, True]},
-            "fixed_random": {"eta": 0.3, "solver": ["sgd", "ridge"], "lam": [0.0, 0.1]},
-        }
-        evaluation = {"m_test": 30, "n_test_estimated": 10, "curve_points": 3,
-                      "estimate_draws": draws}
-        if kernel:
-            methods["kernel_ogd"] = {"eta": 0.3}
-            evaluation["regret_B"] = 1.0
-        api.run_experiment({
-            "name": "passes", "seed": 0, "repetitions": 1,
-            "dataset": {"kind": "clipped_gaussian", "D": 6, "T": 20, "n_val": 10, "n_test": 20,
-                        "sparsity": 3},
-            "feature_map": fmap, "budget": {"match": "evaluations", "dsgd_k": 2},
-            "evaluation": evaluation, "methods": methods,
-        })
+        api.run_experiment(config(family, draws))
 print(json.dumps(modules))
 """
 
@@ -484,7 +467,7 @@ def test_unused_passes_change_no_kernel(tmp_path):
     procs = {}
     for pipeline in ("lean", "full"):
         procs[pipeline] = subprocess.Popen(
-            [sys.executable, "-c", PASSES_SCRIPT, pipeline],
+            [sys.executable, "-c", PASSES_SCRIPT, pipeline, str(ROOT / "bench")],
             env=_env(tmp_path / pipeline),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
